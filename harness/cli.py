@@ -1,0 +1,86 @@
+"""The command line: `python -m harness check|bench|profile [options]`."""
+import argparse
+import sys
+
+from harness import EXIT_USAGE, UsageError, report
+
+
+def _batch_sizes(text: str) -> tuple:
+    try:
+        sizes = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+    if any(b < 1 for b in sizes):
+        raise argparse.ArgumentTypeError("batch sizes must be >= 1")
+    return sizes
+
+
+def _positive_int(text):
+    v = int(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from harness.check import DEFAULT_BATCH_SIZES
+    p = argparse.ArgumentParser(prog="python -m harness", description="Check and time a KernelBench-format solution.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--reference", default="reference.py", help="reference problem file (default reference.py)")
+    common.add_argument("--solution", default="solution.py", help="solution file exposing ModelNew (default solution.py)")
+    common.add_argument("--device", default="cuda", help="cuda (default) or cpu for pure-PyTorch solutions")
+    common.add_argument("--seed", type=int, default=42, help="base seed; trial seeds derive from it")
+    common.add_argument("--tol", type=float, default=1e-4, help="atol = rtol for allclose (default 1e-4, float32)")
+    common.add_argument("--truth-factor", type=float, default=4.0,
+                        help="solution error vs float64 truth may be this many times eager float32's (default 4)")
+    common.add_argument("--truth-floor", type=float, default=1e-6,
+                        help="... plus this relative error (default 1e-6, about 8 float32 ulps)")
+    common.add_argument("--load-timeout", type=float, default=900.0, help="seconds for import and build (default 900)")
+    common.add_argument("--call-timeout", type=float, default=60.0, help="seconds for one request to the solution")
+    common.add_argument("--json", metavar="FILE", help="write the whole verdict as JSON")
+    common.add_argument("--quiet", action="store_true", help="no progress line")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", parents=[common], help="correctness on several trials and shapes")
+    c.add_argument("--trials", type=_positive_int, default=5)
+    c.add_argument("--batch-sizes", type=_batch_sizes, default=DEFAULT_BATCH_SIZES,
+                   help="batch sizes beyond the default inputs (default 1,7,127,129,1000,4096)")
+    b = sub.add_parser("bench", parents=[common], help="time the solution against eager, compile and graphs")
+    b.add_argument("--iters", type=_positive_int, default=200, help="timed calls per implementation")
+    b.add_argument("--warmup", type=int, default=20, help="untimed calls first")
+    b.add_argument("--flush-l2", action="store_true", help="flush the L2 before every timed call")
+    b.add_argument("--batch-size", type=_positive_int, help="override the reference's batch_size")
+    b.add_argument("--skip", default="", help="comma-separated implementations not to time "
+                   "(eager, compile, compile-ro, graph, noop)")
+    b.add_argument("--trials", type=_positive_int, default=1, help="correctness trials before timing")
+    b.add_argument("--batch-sizes", type=_batch_sizes, default=(), help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return EXIT_USAGE if e.code not in (0, None) else 0
+    progress = report.Progress(enabled=False if args.quiet else None)
+    try:
+        if args.command == "check":
+            from harness.check import run_check
+            verdict, code = run_check(args, progress=progress)
+            print(report.format_check(verdict, code))
+        elif args.command == "bench":
+            from harness.bench import run_bench
+            verdict, code = run_bench(args, progress=progress)
+            print(report.format_bench(verdict, code))
+        else:
+            raise UsageError(f"unknown command {args.command}")
+    except UsageError as e:
+        print(f"usage error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    if args.json:
+        verdict["exit_code"] = code
+        report.write_json(args.json, verdict)
+    return code

@@ -1,0 +1,165 @@
+"""Defences against faked results that run inside the worker, and the static source scan.
+
+- tamper_snapshot()/tampered(): which functions the harness relies on were replaced after the
+  solution was imported or called (timers, synchronisation, events, RNG seeding, comparisons).
+- poison_allocator(): empty torch's caching allocator and refill it with NaN, so memory a solution
+  allocates but never writes cannot still hold an earlier (reference) result.
+- storage_ranges()/aliases(): an output may not share storage with an input, a parameter or a
+  reference output.
+- scan_source(): warnings (and unambiguous failures) from reading the solution's source.
+"""
+import ast
+import builtins
+import re
+import time
+
+import torch
+
+_WATCHED = {
+    "time": (time, ("perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "monotonic_ns", "sleep")),
+    "builtins": (builtins, ("type", "isinstance", "len", "float", "int", "print", "id", "getattr", "setattr")),
+    "torch": (torch, ("manual_seed", "allclose", "isclose", "equal", "randn_like", "randn", "rand", "empty",
+                      "empty_like", "zeros", "get_rng_state", "set_rng_state")),
+    "torch.cuda": (torch.cuda, ("synchronize", "Event", "Stream", "current_stream", "manual_seed",
+                                "get_rng_state", "empty_cache", "graph", "CUDAGraph")),
+    "torch.cuda.Event": (torch.cuda.Event, ("record", "elapsed_time", "synchronize", "query", "wait")),
+    "torch.Tensor": (torch.Tensor, ("cpu", "to", "clone", "copy_", "__eq__", "data_ptr", "untyped_storage",
+                                    "is_contiguous", "contiguous", "numpy", "tolist", "item")),
+    "torch.nn.Module": (torch.nn.Module, ("__call__", "load_state_dict", "state_dict", "parameters",
+                                          "named_parameters", "buffers")),
+}
+
+
+def tamper_snapshot(extra_modules=()) -> dict:
+    """Identities of watched attributes, taken before the solution is imported. `extra_modules`
+    (the harness's own modules in the worker) are watched whole."""
+    snap = {}
+    for owner_name, (owner, names) in _WATCHED.items():
+        for name in names:
+            snap[f"{owner_name}.{name}"] = (owner, name, getattr(owner, name, None))
+    for module in extra_modules:
+        for name, value in list(vars(module).items()):
+            if callable(value) and not name.startswith("__"):
+                snap[f"{module.__name__}.{name}"] = (module, name, value)
+    return snap
+
+
+def tampered(snapshot: dict) -> list:
+    """Names whose current value is not the one recorded in the snapshot."""
+    return sorted(key for key, (owner, name, value) in snapshot.items() if getattr(owner, name, None) is not value)
+
+
+def poison_allocator(device, small_mib: int = 64, large_mib: int = 512):
+    """Release cached blocks, then fill both of the caching allocator's pools with NaN and free
+    the blocks again: they stay cached, so the next torch.empty/empty_like returns NaN-filled
+    memory instead of whatever an earlier computation left there."""
+    if torch.device(device).type != "cuda":
+        return
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    nan_bits = torch.tensor(0x7FC00000, dtype=torch.int32, device=device)
+    blocks = [torch.empty(1 << 20, dtype=torch.uint8, device=device) for _ in range(small_mib)]
+    blocks += [torch.empty(64 << 20, dtype=torch.uint8, device=device) for _ in range(large_mib // 64)]
+    for b in blocks:
+        b.view(torch.int32).copy_(nan_bits.expand(b.numel() // 4))
+    torch.cuda.synchronize(device)
+    del blocks
+
+
+def storage_ranges(tensors) -> list:
+    """(start, end) byte ranges of the storages under the given tensors (non-tensors skipped)."""
+    ranges = []
+    for t in tensors:
+        if type(t) is torch.Tensor and t.device.type != "meta":
+            s = t.untyped_storage()
+            if s.nbytes():
+                ranges.append((s.data_ptr(), s.data_ptr() + s.nbytes()))
+    return ranges
+
+
+def aliases(output, others: list) -> bool:
+    """True when `output`'s storage overlaps any of the ranges in `others`."""
+    for start, end in storage_ranges([output]):
+        for o_start, o_end in others:
+            if start < o_end and o_start < end:
+                return True
+    return False
+
+
+# ----- static scan of the solution source ----------------------------------------------------
+
+_SOURCE_PATTERNS = [
+    # (regex, severity, what it means); matched line by line, including CUDA source strings
+    (r"torch\.cuda\.(Stream|stream|ExternalStream)\s*\(", "warning", "creates or switches to a side stream"),
+    (r"\bcudaStreamCreate|\bcudaStreamCreateWithFlags|getStreamFromPool", "warning", "creates a side stream in CUDA"),
+    (r"^\s*(import|from)\s+(threading|multiprocessing|subprocess|concurrent|asyncio)\b", "warning",
+     "uses threads or processes"),
+    (r"\bos\.(fork|system|popen)\b|\bstd::thread\b|\bpthread_create\b", "warning", "uses threads or processes"),
+    (r"\b(torch\.backends\.cuda\.matmul\.allow_tf32|set_float32_matmul_precision|allow_bf16|allow_fp16)\b",
+     "warning", "changes torch's matmul precision"),
+    (r"__nv_bfloat16|__half\b|bfloat16|float16|wmma::|\.tf32|allow_tf32", "warning", "mentions reduced precision"),
+]
+_PATCH_ROOTS = {"torch", "time", "builtins", "F", "nn", "np", "numpy", "harness", "sys", "os"}
+_ALLOWED_FORWARD_TORCH = {"empty", "empty_like", "empty_strided", "is_tensor", "no_grad", "Size", "device",
+                          "float32", "float64", "get_default_dtype"}
+
+
+def _root_name(node):
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _attr_path(node) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _scan_ast(tree) -> list:
+    findings = []
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for t in targets:
+            if isinstance(t, ast.Attribute) and _root_name(t) in _PATCH_ROOTS:
+                findings.append((node.lineno, "failure", f"monkey-patches {_attr_path(t)}"))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
+            if node.args and _root_name(node.args[0]) in _PATCH_ROOTS:
+                findings.append((node.lineno, "failure", f"monkey-patches {_attr_path(node.args[0])} via {node.func.id}"))
+    for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ModelNew"]:
+        for fn in [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"]:
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Try):
+                    findings.append((node.lineno, "warning", "try/except in forward (a silent fallback?)"))
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    path = _attr_path(node.func)
+                    root = path.split(".")[0]
+                    if root in ("torch", "F") and path.split(".")[-1] not in _ALLOWED_FORWARD_TORCH:
+                        findings.append((node.lineno, "warning", f"calls torch op {path} in forward"))
+                if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                    findings.append((node.lineno, "warning", "matrix product (@) in forward"))
+    return findings
+
+
+def scan_source(source: str) -> list:
+    """Findings as dicts {line, severity, message}, sorted by line. Warnings point at things worth a
+    look; failures are unambiguous (replacing attributes of torch, time or builtins)."""
+    findings = []
+    for lineno, line in enumerate(source.splitlines(), 1):
+        for pattern, severity, message in _SOURCE_PATTERNS:
+            if re.search(pattern, line):
+                findings.append((lineno, severity, message))
+    try:
+        findings += _scan_ast(ast.parse(source))
+    except SyntaxError as e:
+        findings.append((e.lineno or 0, "warning", f"could not parse: {e.msg}"))
+    unique = sorted(set(findings))
+    return [{"line": line, "severity": sev, "message": msg} for line, sev, msg in unique]

@@ -1,0 +1,101 @@
+"""Loading a KernelBench-format problem (reference) and a solution; sizes, inputs, work counts."""
+import contextlib
+import importlib.util
+import os
+import sys
+
+import torch
+
+from harness import UsageError
+
+SWEEPABLE_TYPES = (int,)
+
+
+def load_module(path: str, name: str):
+    """Import a Python file as a fresh module. Errors propagate (the worker turns them into verdicts)."""
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such file: {path}")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    directory = os.path.dirname(path)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_reference(path: str):
+    """The reference is trusted code; a broken one is a usage error."""
+    try:
+        module = load_module(path, "harness_reference")
+    except Exception as e:
+        raise UsageError(f"cannot import reference {path}: {type(e).__name__}: {e}") from e
+    for attr in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(module, attr):
+            raise UsageError(f"reference {path} has no `{attr}` (KernelBench format needs Model, get_inputs, get_init_inputs)")
+    return module
+
+
+@contextlib.contextmanager
+def sizes_overridden(module, overrides: dict):
+    """Temporarily set module-level sizes (e.g. batch_size) before get_inputs()/get_init_inputs()."""
+    saved = {}
+    for name, value in overrides.items():
+        if not isinstance(getattr(module, name, None), SWEEPABLE_TYPES):
+            have = ", ".join(sorted(n for n, v in vars(module).items()
+                                    if isinstance(v, SWEEPABLE_TYPES) and not n.startswith("_")))
+            raise UsageError(f"the reference has no integer module-level size `{name}` (it has: {have or 'none'})")
+        saved[name] = getattr(module, name)
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(module, name, value)
+
+
+def make_inputs(ref_module, seed: int, device: str, overrides: dict):
+    """get_inputs() under a fixed seed, with sizes overridden, moved to `device`."""
+    with sizes_overridden(ref_module, overrides):
+        torch.manual_seed(seed)
+        inputs = ref_module.get_inputs()
+    return [t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs]
+
+
+def init_inputs(ref_module, overrides: dict):
+    with sizes_overridden(ref_module, overrides):
+        return list(ref_module.get_init_inputs())
+
+
+def build_reference(ref_module, init_args, seed: int, device: str):
+    """A fresh reference model whose weights are drawn under `seed`."""
+    torch.manual_seed(seed)
+    return ref_module.Model(*init_args).to(device).eval()
+
+
+def flatten_outputs(out):
+    """A forward may return one tensor or a (nested) tuple/list; compare them as a flat list."""
+    if isinstance(out, (tuple, list)):
+        flat = []
+        for o in out:
+            flat.extend(flatten_outputs(o))
+        return flat
+    return [out]
+
+
+def count_flops(model, inputs) -> int:
+    """FLOPs of one forward as torch's FlopCounterMode counts them (matrix products: 2*M*N*K)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model(*inputs)
+    return int(counter.get_total_flops())
+
+
+def count_min_bytes(model, inputs, outputs) -> int:
+    """The fewest bytes a forward must move: each input and parameter read once, each output written once."""
+    tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+    tensors += list(model.parameters()) + list(model.buffers())
+    tensors += [o for o in flatten_outputs(outputs) if isinstance(o, torch.Tensor)]
+    return sum(t.numel() * t.element_size() for t in tensors)

@@ -1,0 +1,86 @@
+"""Tables, verdict text, JSON files and the progress line."""
+import json
+import os
+import sys
+
+
+def table(headers: list, rows: list, align=None) -> str:
+    """An aligned text table; `align` is a string of 'l'/'r' per column (default: first left, rest right)."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    align = align or "l" + "r" * (len(headers) - 1)
+    def fmt(r):
+        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align)).rstrip()
+    lines = [fmt(cells[0]), "  ".join("-" * w for w in widths)]
+    return "\n".join(lines + [fmt(r) for r in cells[1:]])
+
+
+def write_json(path: str, data: dict):
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(data, f, indent=2, default=str)
+        f.write("\n")
+
+
+class Progress:
+    """One self-overwriting status line on a terminal; silent when stderr is not a terminal (CI logs)."""
+
+    def __init__(self, stream=None, enabled=None):
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.width = 0
+
+    def __call__(self, text):
+        if not self.enabled:
+            return
+        if text is None:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.width = 0
+        else:
+            text = f"  {text}"
+            self.stream.write("\r" + text.ljust(self.width))
+            self.width = max(self.width, len(text))
+        self.stream.flush()
+
+
+def _fmt_err(x) -> str:
+    return f"{x:.1e}" if x is not None else "-"
+
+
+def format_check(verdict: dict, exit_code: int) -> str:
+    tol = verdict["tolerance"]
+    lines = [f"check: {verdict['solution']} against {verdict['reference']} on {verdict['device']}",
+             f"rule: allclose atol=rtol={tol['atol']:g} against float32 eager, and error against float64 truth "
+             f"<= {tol['truth_factor']:g} x eager's + {tol['truth_floor']:.0e}; {verdict['trials']} trials per shape, "
+             f"base seed {verdict['seed']}"]
+    if "import_seconds" in verdict:
+        lines.append(f"solution imported (and built) in {verdict['import_seconds']:.1f} s")
+    if verdict.get("error"):
+        e = verdict["error"]
+        lines += ["", f"ERROR ({e['kind']}): {e['message']}"]
+        if e.get("detail"):
+            lines += ["  " + line for line in e["detail"].rstrip().splitlines()[-15:]]
+    for f in verdict.get("failures", []):
+        lines += ["", f"FAIL [{f['defence']}] {f['message']}"]
+    if verdict["shapes"]:
+        rows = []
+        for s in verdict["shapes"]:
+            worst = s["errors"]
+            abs_diff = max((e["max_abs_diff"] for e in worst.values()), default=None)
+            ratio = max((e["solution_rel_err"] / max(e["eager_rel_err"], 1e-300) for e in worst.values()), default=None)
+            rows.append([s["shape"], f"{s['trials_passed']}/{verdict['trials']}",
+                         "FAIL" if s["failures"] else "pass", _fmt_err(abs_diff),
+                         f"{ratio:.2f}" if ratio is not None else "-"])
+        lines += ["", table(["shape", "trials", "result", "max abs diff", "err/eager err (vs fp64)"], rows)]
+        for s in verdict["shapes"]:
+            for f in s["failures"]:
+                lines.append(f"\nFAIL [{f['defence']}] {s['shape']}, trial seed {s.get('failed_trial_seed')}: "
+                             f"{f['message']}")
+    scan = verdict.get("scan", [])
+    if scan:
+        lines += ["", "source scan of the solution:"]
+        lines += [f"  line {x['line']}: {x['severity']}: {x['message']}" for x in scan]
+    verdict_word = {0: "PASS", 1: "FAIL (incorrect)", 2: "ERROR (solution could not be loaded, built or run)"}
+    lines += ["", f"{verdict_word.get(exit_code, 'ERROR')}: exit {exit_code}"]
+    return "\n".join(lines)

@@ -1,0 +1,151 @@
+"""Timing on the GPU: clock warm-up, per-call CUDA-event timing, L2 flush, statistics.
+
+Method (used for every implementation in one run, so their ratios are comparable):
+  1. warm the SM clock: about a second of matrix products (an idle H200 sits at 345 MHz and every
+     figure then reads 1.2-5x worse);
+  2. warm-up calls;
+  3. timed calls: before each, optionally refresh the inputs in place and flush the L2, then
+     synchronize the whole device; record a start event, call, record an end event; wait for the
+     end event, then time a device-wide synchronize (work the call left running on another stream
+     shows up there); the event time is the call's time;
+  4. back to back: the same number of calls without synchronizing in between, host wall time over
+     the whole run divided by the count.
+All timers are captured here when this module is imported, before any solution code runs.
+"""
+import statistics
+import time
+
+import torch
+
+_perf_counter_ns = time.perf_counter_ns
+_Event = torch.cuda.Event
+_record = torch.cuda.Event.record
+_elapsed_time = torch.cuda.Event.elapsed_time
+_event_synchronize = torch.cuda.Event.synchronize
+_synchronize = torch.cuda.synchronize
+
+L2_FLUSH_BYTES = 256 << 20
+
+
+def summarize(samples_us: list) -> dict:
+    s = sorted(samples_us)
+    return {"median_us": statistics.median(s), "mean_us": statistics.fmean(s),
+            "std_us": statistics.pstdev(s) if len(s) > 1 else 0.0, "min_us": s[0], "max_us": s[-1], "n": len(s)}
+
+
+def sm_clock_mhz(device_index: int = 0):
+    """Current SM clock through NVML (nvidia-ml-py), or None where it is not installed."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+        return int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+    except Exception:
+        return None
+
+
+def warm_clock(device, seconds: float = 1.0):
+    """Run matrix products for about `seconds` so the SM clock leaves its idle state."""
+    if torch.device(device).type != "cuda":
+        return
+    a = torch.randn(4096, 4096, device=device)
+    start = _perf_counter_ns()
+    while (_perf_counter_ns() - start) < seconds * 1e9:
+        for _ in range(10):
+            a = torch.mm(a, a).clamp_(-1, 1)
+        _synchronize(device)
+
+
+class L2Flusher:
+    """Writes a buffer larger than the L2 (60 MB on an H200) so the next call starts cold."""
+
+    def __init__(self, device):
+        self.buffer = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+
+    def __call__(self):
+        self.buffer.zero_()
+
+
+def time_cuda(fn, *, device, iters: int, warmup: int, before_each=None, flush_l2=False, progress=None) -> dict:
+    """Time `fn()` as the module docstring describes. `before_each(i)` runs outside the timed
+    region before call i (the harness refreshes inputs there). Returns statistics in µs."""
+    flusher = L2Flusher(device) if flush_l2 else None
+    for i in range(warmup):
+        if before_each:
+            before_each(i)
+        fn()
+    _synchronize(device)
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    event_us, wall_us, leftover_us = [], [], []
+    for i in range(iters):
+        if before_each:
+            before_each(i)
+        if flusher:
+            flusher()
+        _synchronize(device)
+        t0 = _perf_counter_ns()
+        _record(start)
+        fn()
+        _record(end)
+        _event_synchronize(end)
+        t1 = _perf_counter_ns()
+        _synchronize(device)
+        t2 = _perf_counter_ns()
+        event_us.append(_elapsed_time(start, end) * 1e3)
+        wall_us.append((t1 - t0) / 1e3)
+        leftover_us.append((t2 - t1) / 1e3)
+        if progress and (i + 1) % max(1, iters // 20) == 0:
+            progress(i + 1, iters)
+    back_to_back_us = time_back_to_back(fn, device=device, iters=iters, before_each=before_each)
+    result = summarize(event_us)
+    result.update({"wall_median_us": statistics.median(wall_us),
+                   "leftover_median_us": statistics.median(leftover_us),
+                   "leftover_max_us": max(leftover_us),
+                   "back_to_back_us": back_to_back_us, "flush_l2": bool(flush_l2)})
+    return result
+
+
+def time_back_to_back(fn, *, device, iters: int, before_each=None) -> float:
+    """Host wall time per call over `iters` calls issued without synchronizing in between."""
+    if before_each:
+        before_each(0)
+    _synchronize(device)
+    t0 = _perf_counter_ns()
+    for _ in range(iters):
+        fn()
+    _synchronize(device)
+    return (_perf_counter_ns() - t0) / 1e3 / iters
+
+
+def time_cpu(fn, *, iters: int, warmup: int, before_each=None, progress=None, clock_ns=None) -> dict:
+    """Host timing for --device cpu (and for tests, which pass a fake `clock_ns`)."""
+    clock_ns = clock_ns or _perf_counter_ns
+    for i in range(warmup):
+        if before_each:
+            before_each(i)
+        fn()
+    samples = []
+    for i in range(iters):
+        if before_each:
+            before_each(i)
+        t0 = clock_ns()
+        fn()
+        samples.append((clock_ns() - t0) / 1e3)
+        if progress and (i + 1) % max(1, iters // 20) == 0:
+            progress(i + 1, iters)
+    result = summarize(samples)
+    result.update({"wall_median_us": result["median_us"], "leftover_median_us": 0.0, "leftover_max_us": 0.0,
+                   "back_to_back_us": result["mean_us"], "flush_l2": False})
+    return result
+
+
+def side_stream_suspect(stats: dict) -> str:
+    """A reason when a call's events missed work it started: the device-wide synchronize after the
+    end event still waited, or the back-to-back wall time far exceeds the event time."""
+    if stats["leftover_median_us"] > 50.0 + 0.5 * stats["median_us"]:
+        return (f"work still running after the call returned: the device-wide synchronize after the end event "
+                f"waited {stats['leftover_median_us']:.1f} µs (median), event time {stats['median_us']:.1f} µs")
+    if stats["back_to_back_us"] > 2.0 * stats["median_us"] + 50.0:
+        return (f"events missed work: back-to-back wall time {stats['back_to_back_us']:.1f} µs/call against "
+                f"event median {stats['median_us']:.1f} µs")
+    return ""

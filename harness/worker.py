@@ -1,0 +1,333 @@
+"""The solution runs here, in a spawned process, never in the harness's own.
+
+A compile error, an exception, an illegal memory access, a device-side assert or a hang then
+becomes a verdict with its message instead of a harness traceback, and the harness's timers,
+comparisons and expected outputs live where the solution cannot reach or patch them.
+
+Parent side: `Worker` starts the process and sends requests with a timeout each.
+Child side: `worker_main` serves them: load, set_weights, run, reference_decoy, time, profile.
+"""
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+import traceback
+
+import torch
+
+from harness import codec, compare, integrity, problem, timing
+
+_perf_counter = time.perf_counter
+
+
+class SolutionFailure(Exception):
+    """The solution could not be loaded, built or run. `kind`: error, crash or timeout."""
+
+    def __init__(self, kind: str, message: str, detail: str = ""):
+        super().__init__(message)
+        self.kind, self.message, self.detail = kind, message, detail
+
+
+# ----- parent side ---------------------------------------------------------------------------
+
+class Worker:
+    def __init__(self, progress=None):
+        self.log_path = tempfile.mkstemp(prefix="harness-worker-", suffix=".log")[1]
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child_conn = ctx.Pipe()
+        self.process = ctx.Process(target=worker_main, args=(child_conn, self.log_path), daemon=True)
+        self.process.start()
+        child_conn.close()
+        self.progress = progress
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-lines:]).rstrip()
+        except OSError:
+            return ""
+
+    def request(self, message: dict, *, timeout: float, what: str) -> dict:
+        """Send one request; wait up to `timeout` seconds for the reply, showing elapsed time."""
+        try:
+            self.conn.send_bytes(codec.encode(message))
+        except (BrokenPipeError, OSError):
+            raise self._died(what)
+        start = _perf_counter()
+        while not self.conn.poll(0.25):
+            elapsed = _perf_counter() - start
+            if not self.process.is_alive() and not self.conn.poll(0):
+                raise self._died(what)
+            if elapsed > timeout:
+                self.kill()
+                raise SolutionFailure("timeout", f"{what} did not finish within {timeout:g} s (killed)", self.log_tail())
+            if self.progress and elapsed > 2:
+                self.progress(f"{what}: {elapsed:.0f} s")
+        try:
+            reply = codec.decode(self.conn.recv_bytes())
+        except (EOFError, OSError):
+            raise self._died(what)
+        except Exception as e:
+            self.kill()
+            raise SolutionFailure("error", f"{what}: unreadable reply from the worker ({e})")
+        if self.progress:
+            self.progress(None)
+        if not reply.get("ok"):
+            raise SolutionFailure("error", f"{what}: {reply.get('error')}", reply.get("traceback", ""))
+        return reply
+
+    def _died(self, what: str) -> SolutionFailure:
+        self.process.join(timeout=5)
+        code = self.process.exitcode
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        return SolutionFailure("crash", f"the solution's process died during {what} ({how})", self.log_tail())
+
+    def kill(self):
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(timeout=10)
+
+    def close(self):
+        if self.process.is_alive():
+            try:
+                self.conn.send_bytes(codec.encode({"op": "exit"}))
+                self.process.join(timeout=10)
+            except (BrokenPipeError, OSError):
+                pass
+        self.kill()
+        try:
+            os.unlink(self.log_path)
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# ----- child side ----------------------------------------------------------------------------
+
+def worker_main(conn, log_path):
+    log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    sys.stdout = os.fdopen(1, "w", buffering=1)
+    sys.stderr = os.fdopen(2, "w", buffering=1)
+    state = {}
+    while True:
+        try:
+            message = codec.decode(conn.recv_bytes())
+        except (EOFError, OSError):
+            return
+        op = message.get("op")
+        if op == "exit":
+            return
+        try:
+            reply = _HANDLERS[op](state, message)
+            reply["ok"] = True
+        except Exception as e:
+            reply = {"ok": False, "error": f"{type(e).__name__}: {e}".strip(),
+                     "traceback": traceback.format_exc(limit=-8)}
+        try:
+            payload = codec.encode(reply)
+        except Exception as e:
+            payload = codec.encode({"ok": False, "error": f"cannot send the reply: {e}"})
+        conn.send_bytes(payload)
+
+
+def _load(state, m):
+    state["device"] = device = torch.device(m["device"])
+    state["snapshot"] = integrity.tamper_snapshot(
+        [timing, integrity, compare, codec, sys.modules[__name__]])
+    reference = problem.load_module(m["reference"], "harness_reference")
+    t0 = _perf_counter()
+    try:
+        solution = problem.load_module(m["solution"], "harness_solution")
+    except Exception as e:
+        raise RuntimeError(f"importing the solution failed: {type(e).__name__}: {e}") from e
+    import_s = _perf_counter() - t0
+    if not hasattr(solution, "ModelNew"):
+        raise RuntimeError(f"the solution {m['solution']} defines no class ModelNew")
+    torch.manual_seed(m["seed"])
+    state["model"] = solution.ModelNew(*m["init_args"]).to(device).eval()
+    torch.manual_seed(m["seed"])
+    state["decoy"] = reference.Model(*m["init_args"]).to(device).eval()
+    source = open(m["solution"], errors="replace").read()
+    return {"import_seconds": import_s, "keys": list(state["model"].state_dict().keys()),
+            "tampered": integrity.tampered(state["snapshot"]), "source": source}
+
+
+def _set_weights(state, m):
+    model, weights = state["model"], m["state"]
+    have = set(model.state_dict().keys())
+    missing, unexpected = sorted(set(weights) - have), sorted(have - set(weights))
+    if missing or unexpected:
+        return {"key_mismatch": {"missing": missing, "unexpected": unexpected}}
+    device = state["device"]
+    with torch.no_grad():
+        model.load_state_dict({k: v.to(device) for k, v in weights.items()}, strict=True)
+        state["decoy"].load_state_dict({k: v.to(device) for k, v in weights.items()}, strict=True)
+    state["weights"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return {"key_mismatch": None}
+
+
+def _rng_state(device):
+    return torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.get_rng_state()
+
+
+def _bitwise_equal(a, b) -> bool:
+    if type(b) is not torch.Tensor or a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+        return False
+    return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
+
+
+def _run(state, m):
+    """One forward of the solution, with every check that must happen inside its process."""
+    device, model = state["device"], state["model"]
+    pristine = [t.to(device) if isinstance(t, torch.Tensor) else t for t in m["inputs"]]
+    given = [t.clone() if isinstance(t, torch.Tensor) else t for t in pristine]
+    if m.get("poison"):
+        integrity.poison_allocator(device)
+    torch.manual_seed(m["seed"])
+    t0 = _perf_counter()
+    with torch.no_grad():
+        out = model(*given)
+    outputs = problem.flatten_outputs(out)
+    rng = _rng_state(device)
+    metas = [compare.describe_tensor(o) for o in outputs]
+    # Copied on the current stream only: work left on another stream is not waited for.
+    values = [o.detach().to("cpu") if meta["type"] == "torch.Tensor" else None for o, meta in zip(outputs, metas)]
+    seconds = _perf_counter() - t0
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    guarded = [t for t in given if isinstance(t, torch.Tensor)] + list(model.parameters()) + list(model.buffers())
+    guarded += state.get("decoy_outputs", [])
+    forbidden = integrity.storage_ranges(guarded)
+    return {
+        "outputs": values, "metas": metas, "rng_state": rng, "seconds": seconds,
+        "mutated_inputs": [i for i, (p, g) in enumerate(zip(pristine, given))
+                           if isinstance(p, torch.Tensor) and not _bitwise_equal(p, g)],
+        "mutated_params": [k for k, v in model.state_dict().items()
+                           if k in state.get("weights", {}) and not _bitwise_equal(state["weights"][k], v)],
+        "aliased": [i for i, o in enumerate(outputs) if type(o) is torch.Tensor and integrity.aliases(o, forbidden)],
+        "tampered": integrity.tampered(state["snapshot"]),
+    }
+
+
+def _reference_decoy(state, m):
+    """Run the reference here too, as a leaderboard would in one process, and keep its outputs
+    alive: a solution returning them (or memory that held them) must still be caught."""
+    device = state["device"]
+    inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in m["inputs"]]
+    torch.manual_seed(m["seed"])
+    with torch.no_grad():
+        state["decoy_outputs"] = [o for o in problem.flatten_outputs(state["decoy"](*inputs))
+                                  if isinstance(o, torch.Tensor)]
+    return {}
+
+
+class _InputRefresher:
+    """Fresh input values before every timed call, in place (same address), drawn from a private
+    generator so the default one is untouched; new addresses at each segment start. The last call of
+    each segment is kept for checking: same address as the calls before it, new values, so a cache
+    keyed on the input pointer or a replay of an earlier result returns a stale answer there."""
+
+    def __init__(self, inputs, device, seed, iters, segments):
+        self.device, self.current = device, [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+        self.gen = torch.Generator(device=device).manual_seed(seed)
+        self.domains = [self._domain(t) for t in inputs]
+        self.segment_len = max(2, iters // max(1, segments))
+        self.count, self.iters, self.seed = 0, iters, seed
+        self.checkpoints, self.pending = [], None
+
+    @staticmethod
+    def _domain(t):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.numel() == 0:
+            return None
+        lo, hi = float(t.min()), float(t.max())
+        if lo >= 0.0 and hi <= 1.0:
+            return ("uniform", 0.0, 1.0)
+        return ("normal", float(t.double().mean()), float(t.double().std()) if t.numel() > 1 else 1.0)
+
+    def refresh(self, index_in_run):
+        self.collect()
+        if index_in_run % self.segment_len == 0:
+            self.current = [t.clone() if isinstance(t, torch.Tensor) else t for t in self.current]
+        for t, d in zip(self.current, self.domains):
+            if d and d[0] == "uniform":
+                t.uniform_(d[1], d[2], generator=self.gen)
+            elif d:
+                t.normal_(d[1], d[2], generator=self.gen)
+        if (index_in_run + 1) % self.segment_len == 0:
+            seed = self.seed * 1000 + len(self.checkpoints) + 1
+            torch.manual_seed(seed)
+            self.pending = {"seed": seed, "inputs": [t.detach().to("cpu") if isinstance(t, torch.Tensor) else t
+                                                     for t in self.current]}
+
+    def keep(self, out):
+        """Called with every timed call's output: holds the first one after a checkpoint was armed."""
+        if self.pending is not None and "held" not in self.pending:
+            self.pending["held"] = out
+
+    def collect(self):
+        if self.pending is not None and "held" in self.pending:
+            outs = problem.flatten_outputs(self.pending.pop("held"))
+            self.pending["metas"] = [compare.describe_tensor(o) for o in outs]
+            self.pending["outputs"] = [o.detach().to("cpu") if type(o) is torch.Tensor else None for o in outs]
+            self.checkpoints.append(self.pending)
+            self.pending = None
+
+
+def _time(state, m):
+    device, model = state["device"], state["model"]
+    inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in m["inputs"]]
+    refresher = _InputRefresher(inputs, device, m["seed"], m["iters"], m.get("checkpoints", 4))
+    calls = {"n": 0}
+
+    def before_each(_i):
+        refresher.refresh(calls["n"])
+        calls["n"] += 1
+
+    def fn():
+        refresher.keep(model(*refresher.current))
+
+    timing.warm_clock(device, m.get("warm_seconds", 1.0))
+    clock_before = timing.sm_clock_mhz(device.index or 0) if device.type == "cuda" else None
+    with torch.no_grad():
+        if device.type == "cuda":
+            stats = timing.time_cuda(fn, device=device, iters=m["iters"], warmup=m["warmup"],
+                                     before_each=before_each, flush_l2=m.get("flush_l2", False))
+        else:
+            stats = timing.time_cpu(fn, iters=m["iters"], warmup=m["warmup"], before_each=before_each)
+        refresher.collect()
+    stats["sm_clock_mhz_before"] = clock_before
+    stats["sm_clock_mhz_after"] = timing.sm_clock_mhz(device.index or 0) if device.type == "cuda" else None
+    return {"stats": stats, "checkpoints": refresher.checkpoints, "tampered": integrity.tampered(state["snapshot"])}
+
+
+def _profile(state, m):
+    """Kernels launched by `calls` forwards, from torch.profiler: name -> count, total GPU µs."""
+    from torch.profiler import ProfilerActivity, profile
+    device, model = state["device"], state["model"]
+    inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in m["inputs"]]
+    with torch.no_grad():
+        model(*inputs)
+        torch.cuda.synchronize(device)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(m["calls"]):
+                model(*inputs)
+            torch.cuda.synchronize(device)
+    kernels = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            k = kernels.setdefault(e.name, {"count": 0, "gpu_us": 0.0})
+            k["count"] += 1
+            k["gpu_us"] += e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
+    return {"kernels": kernels, "calls": m["calls"]}
+
+
+_HANDLERS = {"load": _load, "set_weights": _set_weights, "run": _run, "reference_decoy": _reference_decoy,
+             "time": _time, "profile": _profile}
