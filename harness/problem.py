@@ -99,3 +99,23 @@ def count_min_bytes(model, inputs, outputs) -> int:
     tensors += list(model.parameters()) + list(model.buffers())
     tensors += [o for o in flatten_outputs(outputs) if isinstance(o, torch.Tensor)]
     return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def input_domain(t):
+    """How to draw fresh values like `t`'s: uniform on [0, 1] when all of t lies there, else a normal
+    with t's mean and std; None for tensors that are not floating point (they are left alone)."""
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.numel() == 0:
+        return None
+    lo, hi = float(t.min()), float(t.max())
+    if lo >= 0.0 and hi <= 1.0:
+        return ("uniform", 0.0, 1.0)
+    return ("normal", float(t.double().mean()), float(t.double().std()) if t.numel() > 1 else 1.0)
+
+
+def refresh_inputs_(tensors, domains, generator):
+    """Overwrite the inputs in place with fresh values (same addresses), from a private generator."""
+    for t, d in zip(tensors, domains):
+        if d and d[0] == "uniform":
+            t.uniform_(d[1], d[2], generator=generator)
+        elif d:
+            t.normal_(d[1], d[2], generator=generator)

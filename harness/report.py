@@ -84,3 +84,43 @@ def format_check(verdict: dict, exit_code: int) -> str:
     verdict_word = {0: "PASS", 1: "FAIL (incorrect)", 2: "ERROR (solution could not be loaded, built or run)"}
     lines += ["", f"{verdict_word.get(exit_code, 'ERROR')}: exit {exit_code}"]
     return "\n".join(lines)
+
+
+def format_bench(verdict: dict, exit_code: int) -> str:
+    from harness.bench import LABELS
+    env = verdict.get("environment", {})
+    lines = [f"bench: {verdict['solution']} on {env.get('gpu', env.get('device'))}, {verdict['shape']}, "
+             f"torch {env.get('torch')}, TF32 {'on' if env.get('tf32_matmul') else 'off'}",
+             f"method: {verdict['iters']} timed calls after {verdict['warmup']} warm-up calls, CUDA events around "
+             f"each call with a device-wide sync between calls{', L2 flushed before each' if verdict['flush_l2'] else ''}; "
+             "inputs refreshed before every call"]
+    if verdict.get("error"):
+        e = verdict["error"]
+        lines += ["", f"ERROR ({e['kind']}): {e['message']}"]
+        if e.get("detail"):
+            lines += ["  " + line for line in e["detail"].rstrip().splitlines()[-15:]]
+    rows = []
+    for kind, r in verdict["results"].items():
+        label = LABELS.get(kind, kind)
+        if "skipped" in r:
+            rows.append([label] + ["-"] * 6 + [f"skipped: {r['skipped']}"])
+            continue
+        speed = "1.00x (itself)" if kind == "solution" else f"{r['speedup']:.2f}x"
+        rows.append([label, f"{r['median_us']:.1f}", f"{r['mean_us']:.1f}", f"{r['std_us']:.1f}", f"{r['min_us']:.1f}",
+                     f"{r['max_us']:.1f}", f"{r['back_to_back_us']:.1f}", speed])
+    if rows:
+        lines += ["", table(["implementation", "median us", "mean us", "std us", "min us", "max us",
+                             "back-to-back us/call", "solution speedup"], rows, align="lrrrrrrl")]
+    sol = verdict["results"].get("solution", {})
+    if sol.get("sm_clock_mhz_before") is not None:
+        lines.append(f"SM clock: {sol['sm_clock_mhz_before']} MHz before timing the solution, "
+                     f"{sol['sm_clock_mhz_after']} MHz after")
+    if "roofline" in verdict:
+        f = verdict["roofline"]
+        lines.append(f"roofline floor: {f['floor_us']:.2f} us ({f['flops'] / 1e6:.1f} MFLOP, {f['min_bytes'] / 1e6:.2f} MB"
+                     f"{'' if f['memory_floor_applies'] else ', data fits in L2'})")
+    for f in verdict.get("failures", []):
+        lines += ["", f"FAIL [{f['defence']}] {f['message']}"]
+    word = {0: "PASS", 1: "FAIL", 2: "ERROR (solution could not be loaded, built or run)"}
+    lines += ["", f"{word.get(exit_code, 'ERROR')}: exit {exit_code}"]
+    return "\n".join(lines)

@@ -238,29 +238,16 @@ class _InputRefresher:
     def __init__(self, inputs, device, seed, iters, segments):
         self.device, self.current = device, [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
         self.gen = torch.Generator(device=device).manual_seed(seed)
-        self.domains = [self._domain(t) for t in inputs]
+        self.domains = [problem.input_domain(t) for t in inputs]
         self.segment_len = max(2, iters // max(1, segments))
         self.count, self.iters, self.seed = 0, iters, seed
         self.checkpoints, self.pending = [], None
-
-    @staticmethod
-    def _domain(t):
-        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.numel() == 0:
-            return None
-        lo, hi = float(t.min()), float(t.max())
-        if lo >= 0.0 and hi <= 1.0:
-            return ("uniform", 0.0, 1.0)
-        return ("normal", float(t.double().mean()), float(t.double().std()) if t.numel() > 1 else 1.0)
 
     def refresh(self, index_in_run):
         self.collect()
         if index_in_run % self.segment_len == 0:
             self.current = [t.clone() if isinstance(t, torch.Tensor) else t for t in self.current]
-        for t, d in zip(self.current, self.domains):
-            if d and d[0] == "uniform":
-                t.uniform_(d[1], d[2], generator=self.gen)
-            elif d:
-                t.normal_(d[1], d[2], generator=self.gen)
+        problem.refresh_inputs_(self.current, self.domains, self.gen)
         if (index_in_run + 1) % self.segment_len == 0:
             seed = self.seed * 1000 + len(self.checkpoints) + 1
             torch.manual_seed(seed)
