@@ -1,0 +1,34 @@
+# make check: correctness on the GPU, then a short speedup summary
+# make bench: the full timing table, JSON under results/
+# make sweep: latency against batch size (table, Markdown, JSON, PNG under results/)
+# make profile: kernels per forward, GPU-only time, roofline
+# make test: the test suite (GPU tests skip where there is no GPU)
+PYTHON ?= python3
+SOLUTION ?= solution.py
+REFERENCE ?= reference.py
+HARNESS = $(PYTHON) -m harness
+ARGS = --solution $(SOLUTION) --reference $(REFERENCE)
+
+.PHONY: deps check bench sweep profile test
+
+# Install only what is missing: the GPU machine reaches no package registry and already has all of it.
+deps:
+	@$(PYTHON) -c "import torch, ninja, pytest" 2>/dev/null || $(PYTHON) -m pip install -r requirements.txt
+
+check: deps
+	$(HARNESS) check $(ARGS)
+	$(HARNESS) bench $(ARGS) --skip compile,compile-ro --iters 200
+
+bench: deps
+	@mkdir -p results
+	$(HARNESS) bench $(ARGS) --json results/bench.json
+
+sweep: deps
+	@mkdir -p results
+	$(HARNESS) bench $(ARGS) --sweep batch_size=1,32,128,1024,4096,16384,65536
+
+profile: deps
+	$(HARNESS) profile $(ARGS)
+
+test: deps
+	$(PYTHON) -m pytest

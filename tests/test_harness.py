@@ -1,0 +1,188 @@
+"""The harness's `check` and `bench` on the CPU with small pure-PyTorch solutions: each case asserts
+the verdict, the named reason and the exit code (0 pass, 1 incorrect, 2 could not run, 3 usage)."""
+import os
+
+import pytest
+import torch
+
+from harness import codec, compare, noise, problem, report
+from harness.cli import main
+from tests.harness_run import SOLUTIONS, all_failures, run_harness
+
+CHECK = ["check", "--device", "cpu", "--trials", "2", "--batch-sizes", "1,7,129"]
+
+
+def solution(name):
+    return os.path.join(SOLUTIONS, name)
+
+
+@pytest.mark.parametrize("name", ["eager_copy.py", "reordered.py"])
+def test_correct_solutions_pass(name):
+    code, verdict, out = run_harness(*CHECK, "--solution", solution(name))
+    assert code == 0, out
+    assert verdict["passed"] is True
+    assert [s["trials_passed"] for s in verdict["shapes"]] == [2, 2, 2, 2], out
+    assert "PASS" in out
+
+
+@pytest.mark.parametrize("name, defence, needle", [
+    ("wrong_math.py", "allclose", "output 2"),          # KL doubled: elbo and kl differ
+    ("wrong_noise.py", "allclose", "output 1"),         # uniform noise: recon differs
+    ("wrong_shape.py", "output type", "shape is [128, 1], expected [128]"),
+    ("wrong_names.py", "parameters", "missing ['fc_logvar.bias'"),
+])
+def test_incorrect_solutions_fail_with_named_reason(name, defence, needle):
+    code, verdict, out = run_harness(*CHECK, "--trials", "1", "--solution", solution(name))
+    assert code == 1, out
+    failures = all_failures(verdict)
+    assert failures, out
+    assert failures[0]["defence"] == defence, failures[0]
+    assert any(needle in f["message"] for f in failures), out
+    assert "FAIL" in out
+
+
+def test_mismatch_report_names_indices_and_values():
+    code, verdict, out = run_harness(*CHECK, "--trials", "1", "--solution", solution("wrong_math.py"))
+    details = all_failures(verdict)[0]["details"]
+    assert details["mismatched"] > 0 and details["max_abs_diff"] > 1e-4
+    first = details["first_mismatches"][0]
+    assert abs(first["got"] - first["expected"]) > 1e-4 and len(first["index"]) == 1
+    assert f"at ({first['index'][0]},): got" in out
+
+
+def test_exception_is_a_verdict_not_a_traceback():
+    code, verdict, out = run_harness(*CHECK, "--trials", "1", "--solution", solution("raises.py"))
+    assert code == 2, out
+    assert verdict["error"]["kind"] == "error"
+    assert "kernel not implemented for this shape" in verdict["error"]["message"]
+    assert "raises.py" in verdict["error"]["detail"]        # the solution's own frame is shown
+    assert "harness/worker.py" not in verdict["error"]["detail"]
+
+
+def test_hang_times_out():
+    code, verdict, out = run_harness(*CHECK, "--trials", "1", "--call-timeout", "3", "--solution", solution("hangs.py"))
+    assert code == 2, out
+    assert verdict["error"]["kind"] == "timeout"
+    assert "did not finish within 3 s" in verdict["error"]["message"]
+
+
+def test_import_failure_is_exit_2(tmp_path):
+    bad = tmp_path / "broken.py"
+    bad.write_text("import torch\nraise ImportError('no module named fused_vae_ext')\n")
+    code, verdict, out = run_harness(*CHECK, "--solution", str(bad))
+    assert code == 2
+    assert "importing the solution failed" in verdict["error"]["message"]
+    assert "fused_vae_ext" in verdict["error"]["message"]
+
+
+def test_missing_modelnew_is_exit_2(tmp_path):
+    bad = tmp_path / "nomodel.py"
+    bad.write_text("class Model:\n    pass\n")
+    code, verdict, out = run_harness(*CHECK, "--solution", str(bad))
+    assert code == 2 and "defines no class ModelNew" in verdict["error"]["message"]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["check", "--device", "cpu", "--reference", "nope.py"], "cannot import reference"),
+    (["check", "--device", "cpu", "--batch-sizes", "0,5"], None),
+    (["bench", "--device", "cpu", "--skip", "warp"], "unknown implementation"),
+    (["frobnicate"], None),
+])
+def test_usage_errors_exit_3(argv, needle, capsys):
+    assert main(argv) == 3
+    if needle:
+        assert needle in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown where there is no GPU")
+def test_no_gpu_says_so(capsys):
+    assert main(["check"]) == 3
+    assert "no CUDA GPU is visible" in capsys.readouterr().err
+
+
+def test_bench_cpu_table_and_speedup():
+    code, verdict, out = run_harness("bench", "--device", "cpu", "--iters", "5", "--warmup", "1",
+                                     "--solution", solution("eager_copy.py"))
+    assert code == 0, out
+    sol, eager = verdict["results"]["solution"], verdict["results"]["eager"]
+    assert sol["n"] == 5 and sol["min_us"] <= sol["median_us"] <= sol["max_us"]
+    assert eager["speedup"] == pytest.approx(eager["median_us"] / sol["median_us"])
+    assert verdict["results"]["graph"] == {"skipped": "needs a CUDA device"}
+    assert "reference eager" in out and "solution speedup" in out
+
+
+def test_bench_refuses_incorrect_solution():
+    code, verdict, out = run_harness("bench", "--device", "cpu", "--iters", "5", "--solution", solution("wrong_math.py"))
+    assert code == 1 and "solution" not in verdict["results"]
+
+
+# ----- units -----------------------------------------------------------------------------------
+
+def test_codec_roundtrip_and_refuses_objects():
+    msg = {"a": [torch.randn(3, 5), (1, "x", None)], "b": torch.arange(7, dtype=torch.int64), "c": 2.5,
+           "d": torch.empty(0, 4)}
+    back = codec.decode(codec.encode(msg))
+    assert torch.equal(back["a"][0], msg["a"][0]) and back["a"][1] == (1, "x", None)
+    assert torch.equal(back["b"], msg["b"]) and back["c"] == 2.5 and back["d"].shape == (0, 4)
+    with pytest.raises(TypeError, match="cannot carry"):
+        codec.encode({"x": object()})
+    with pytest.raises(ValueError, match="length"):
+        codec.decode(codec.encode({"t": torch.randn(4)})[:-3])
+
+
+def test_compare_output_rules():
+    torch.manual_seed(0)
+    expected = torch.randn(100)
+    meta = compare.describe_tensor(expected)
+    ok = compare.compare_output("o", expected + 5e-5, meta, expected, 1e-4, 1e-4)
+    assert ok["ok"] and ok["max_abs_diff"] == pytest.approx(5e-5, rel=1e-3)
+    bad = expected.clone()
+    bad[[3, 17]] += 1.0
+    r = compare.compare_output("o", bad, meta, expected, 1e-4, 1e-4)
+    assert not r["ok"] and r["mismatched"] == 2 and [m["index"] for m in r["first_mismatches"]] == [[3], [17]]
+    nan = expected.clone()
+    nan[5] = float("nan")
+    r = compare.compare_output("o", nan, meta, expected, 1e-4, 1e-4)
+    assert not r["ok"] and r["nonfinite"] == 1 and "NaN/inf" in r["reason"]
+    r = compare.compare_output("o", expected.double(), compare.describe_tensor(expected.double()), expected, 1e-4, 1e-4)
+    assert not r["ok"] and r["reason"] == "dtype is torch.float64, expected torch.float32"
+
+
+def test_truth_rule_rejects_low_precision():
+    torch.manual_seed(1)
+    truth = torch.randn(1000, dtype=torch.float64) * 100
+    eager = truth.float()
+    bf16 = truth.to(torch.bfloat16).float()
+    assert compare.compare_truth("o", eager, eager, truth, 4.0, 1e-6)["ok"]
+    r = compare.compare_truth("o", bf16, eager, truth, 4.0, 1e-6)
+    assert not r["ok"] and r["solution_rel_err"] > 1e-3 and "lower precision" in r["reason"]
+
+
+def test_noise_record_and_replay_in_float64():
+    tape = []
+    torch.manual_seed(3)
+    with noise.recording(tape):
+        a = torch.randn_like(torch.empty(4, 3))
+    with noise.replaying(tape, torch.float64):
+        b = torch.randn_like(torch.empty(4, 3))
+    assert b.dtype == torch.float64 and torch.equal(b, a.double())
+    with pytest.raises(RuntimeError, match="recorded run had"):
+        with noise.replaying(tape, torch.float64):
+            torch.rand_like(torch.empty(2))
+
+
+def test_sizes_overridden_restores_and_names_unknown():
+    ref = problem.load_reference(os.path.join(os.path.dirname(SOLUTIONS), "..", "reference.py"))
+    with problem.sizes_overridden(ref, {"batch_size": 5}):
+        assert ref.get_inputs()[0].shape == (5, 784)
+    assert ref.batch_size == 128
+    from harness import UsageError
+    with pytest.raises(UsageError, match="no integer module-level size `rows`.*batch_size"):
+        with problem.sizes_overridden(ref, {"rows": 5}):
+            pass
+
+
+def test_table_aligns_columns():
+    text = report.table(["name", "us"], [["a", "1.5"], ["longer", "12.25"]])
+    lines = text.splitlines()
+    assert lines[0] == "name       us" and lines[2] == "a         1.5" and lines[3] == "longer  12.25"
