@@ -11,6 +11,9 @@ One module per concern:
   check.py     the `check` command
   bench.py     the `bench` command
   report.py    tables and JSON
+  sweep.py     `bench --sweep NAME=...`: the bench over one size; table, JSON, Markdown, plot
+  profile.py   the `profile` command: kernels per forward, GPU-only time, roofline, ncu command
+  protocol.py  `--protocol kernelbench`: KernelBench's published procedure beside this harness's
   cli.py       the command line
 """
 

@@ -5,9 +5,11 @@ reduce-overhead), the eager reference captured in one CUDA graph, and a no-op lo
 call (the floor for any custom-kernel call from Python). Correctness is checked first; during
 timing the inputs change before every call and a few calls are re-checked (see worker.py).
 """
+import contextlib
+
 import torch
 
-from harness import EXIT_INCORRECT, EXIT_PASS, EXIT_SOLUTION_ERROR, check, compare, problem, timing
+from harness import EXIT_INCORRECT, EXIT_PASS, EXIT_SOLUTION_ERROR, check, compare, integrity, problem, timing
 from harness.worker import SolutionFailure, Worker
 
 IMPLEMENTATIONS = ("eager", "compile", "compile-ro", "graph", "noop")
@@ -138,10 +140,14 @@ def environment(device) -> dict:
     return env
 
 
-def run_bench(args, progress=None) -> tuple:
+def run_bench(args, progress=None, worker=None, shape=None) -> tuple:
+    """`worker`: one already loaded with this shape's init args, to reuse (a sweep keeps one for all
+    its sizes); `shape`: size overrides (default: --batch-size)."""
     device = check.resolve_device(args.device)
+    check.require_strict_device(args, device)
     ref_module = problem.load_reference(args.reference)
-    shape = {"batch_size": args.batch_size} if args.batch_size else {}
+    if shape is None:
+        shape = {"batch_size": args.batch_size} if args.batch_size else {}
     init_args = problem.init_inputs(ref_module, shape)
     verdict = {"command": "bench", "solution": args.solution, "reference": args.reference,
                "shape": check.shape_label(ref_module, shape), "iters": args.iters, "warmup": args.warmup,
@@ -154,18 +160,27 @@ def run_bench(args, progress=None) -> tuple:
     ref = problem.build_reference(ref_module, init_args, args.seed, device)
     inputs = problem.make_inputs(ref_module, args.seed, device, shape)
     try:
-        with Worker(progress) as worker:
-            worker.request({"op": "load", "solution": args.solution, "reference": args.reference,
-                            "device": str(device), "init_args": init_args, "seed": args.seed},
-                           timeout=args.load_timeout, what="importing and building the solution")
+        with contextlib.ExitStack() as stack:
+            if worker is None:
+                worker = stack.enter_context(Worker(progress))
+                load = worker.request({"op": "load", "solution": args.solution, "reference": args.reference,
+                                       "device": str(device), "init_args": init_args, "seed": args.seed},
+                                      timeout=args.load_timeout, what="importing and building the solution")
+                verdict["scan"] = integrity.scan_source(load["source"])
+                verdict["failures"] += integrity.scan_failures(verdict["scan"])
+                if load["tampered"]:
+                    verdict["failures"].append({"defence": "tampering", "message": "importing the solution "
+                                                "replaced " + ", ".join(load["tampered"])})
             for trial in range(args.trials):
                 if progress:
                     progress(f"checking correctness before timing: trial {trial + 1}/{args.trials}")
                 result = check.check_trial(worker, ref_module, init_args, shape, args.seed + trial, device, args,
                                            other_seed=False)
                 if result["failures"]:
-                    verdict["failures"] = result["failures"]
+                    verdict["failures"] += result["failures"]
                     return verdict, EXIT_INCORRECT
+            if getattr(args, "strict", False):
+                verdict["failures"] += check.strict_failures(worker, inputs, device, args)
             ref = problem.build_reference(ref_module, init_args, args.seed + args.trials - 1, device)
             if progress:
                 progress("timing the solution")

@@ -22,6 +22,10 @@ def _positive_int(text):
     return v
 
 
+STRICT_HELP = ("leaderboard mode (CUDA only): also fail when the forward launches no kernel of its own, only "
+               "torch/cuBLAS/cuDNN/inductor ones (rule: harness/integrity.py, LIBRARY_KERNEL_PREFIXES)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from harness.check import DEFAULT_BATCH_SIZES
     p = argparse.ArgumentParser(prog="python -m harness", description="Check and time a KernelBench-format solution.")
@@ -42,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", parents=[common], help="correctness on several trials and shapes")
     c.add_argument("--trials", type=_positive_int, default=5)
+    c.add_argument("--strict", action="store_true", help=STRICT_HELP)
     c.add_argument("--batch-sizes", type=_batch_sizes, default=DEFAULT_BATCH_SIZES,
                    help="batch sizes beyond the default inputs (default 1,7,127,129,1000,4096)")
     b = sub.add_parser("bench", parents=[common], help="time the solution against eager, compile and graphs")
@@ -52,7 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--skip", default="", help="comma-separated implementations not to time "
                    "(eager, compile, compile-ro, graph, noop)")
     b.add_argument("--trials", type=_positive_int, default=1, help="correctness trials before timing")
+    b.add_argument("--strict", action="store_true", help=STRICT_HELP)
     b.add_argument("--batch-sizes", type=_batch_sizes, default=(), help=argparse.SUPPRESS)
+    from harness import profile, protocol, sweep
+    sweep.add_arguments(b)
+    protocol.add_arguments(c)
+    protocol.add_arguments(b)
+    profile.add_parser(sub, common)
     return p
 
 
@@ -68,12 +79,25 @@ def main(argv=None) -> int:
             from harness.check import run_check
             verdict, code = run_check(args, progress=progress)
             print(report.format_check(verdict, code))
+        elif args.command == "bench" and args.sweep:
+            from harness import sweep
+            verdict, code = sweep.run_sweep(args, progress=progress)
+            sweep.write_outputs(verdict, args.out_dir)
+            print(sweep.format_sweep(verdict, code))
+        elif args.command == "profile":
+            from harness import profile
+            verdict, code = profile.run_profile(args, progress=progress)
+            print(profile.format_profile(verdict, code))
         elif args.command == "bench":
             from harness.bench import run_bench
             verdict, code = run_bench(args, progress=progress)
             print(report.format_bench(verdict, code))
         else:
             raise UsageError(f"unknown command {args.command}")
+        if getattr(args, "protocol", "harness") == "kernelbench" and not getattr(args, "sweep", None):
+            from harness import protocol
+            verdict["kernelbench"] = protocol.run_kernelbench(args, verdict, progress=progress)
+            print(protocol.format_comparison(verdict, code))
     except UsageError as e:
         print(f"usage error: {e}", file=sys.stderr)
         return EXIT_USAGE

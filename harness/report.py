@@ -44,6 +44,9 @@ class Progress:
         self.stream.flush()
 
 
+MAX_FAILURES_SHOWN = 3
+
+
 def _fmt_err(x) -> str:
     return f"{x:.1e}" if x is not None else "-"
 
@@ -69,14 +72,17 @@ def format_check(verdict: dict, exit_code: int) -> str:
             worst = s["errors"]
             abs_diff = max((e["max_abs_diff"] for e in worst.values()), default=None)
             ratio = max((e["solution_rel_err"] / max(e["eager_rel_err"], 1e-300) for e in worst.values()), default=None)
-            rows.append([s["shape"], f"{s['trials_passed']}/{verdict['trials']}",
-                         "FAIL" if s["failures"] else "pass", _fmt_err(abs_diff),
+            result = "FAIL" if s["failures"] else ("ERROR" if s.get("error") else "pass")
+            rows.append([s["shape"], f"{s['trials_passed']}/{verdict['trials']}", result, _fmt_err(abs_diff),
                          f"{ratio:.2f}" if ratio is not None else "-"])
         lines += ["", table(["shape", "trials", "result", "max abs diff", "err/eager err (vs fp64)"], rows)]
         for s in verdict["shapes"]:
-            for f in s["failures"]:
+            for f in s["failures"][:MAX_FAILURES_SHOWN]:
                 lines.append(f"\nFAIL [{f['defence']}] {s['shape']}, trial seed {s.get('failed_trial_seed')}: "
                              f"{f['message']}")
+            if len(s["failures"]) > MAX_FAILURES_SHOWN:
+                lines.append(f"... and {len(s['failures']) - MAX_FAILURES_SHOWN} more failures for {s['shape']} "
+                             "(all of them with --json)")
     scan = verdict.get("scan", [])
     if scan:
         lines += ["", "source scan of the solution:"]

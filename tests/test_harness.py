@@ -135,7 +135,7 @@ def test_compare_output_rules():
     expected = torch.randn(100)
     meta = compare.describe_tensor(expected)
     ok = compare.compare_output("o", expected + 5e-5, meta, expected, 1e-4, 1e-4)
-    assert ok["ok"] and ok["max_abs_diff"] == pytest.approx(5e-5, rel=1e-3)
+    assert ok["ok"] and ok["max_abs_diff"] == pytest.approx(5e-5, rel=1e-2)  # float32 rounding of x + 5e-5
     bad = expected.clone()
     bad[[3, 17]] += 1.0
     r = compare.compare_output("o", bad, meta, expected, 1e-4, 1e-4)
