@@ -1,0 +1,277 @@
+"""Tests for solution.ModelNew (fused VAE ELBO kernel).
+
+build: compile the extension, no GPU needed (module layout, init, input errors).
+gpu:   correctness against reference.Model (fp32 eager) and a float64 truth,
+       noise bit-exactness with torch.randn_like, CUDA graphs, one launch per forward.
+Inputs are always random (never zeros or constants).
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import reference
+
+SIZES = (reference.input_dim, reference.hidden_dim, reference.latent_dim)   # (784, 256, 32)
+D, H, L = SIZES
+BATCHES = [1, 7, 127, 128, 129, 1000, 4096]
+SEEDS = [0, 1, 1234]
+ATOL = RTOL = 1e-4        # fp32 kernel vs fp32 eager
+
+
+def _solution():
+    import solution
+    return solution
+
+
+def _models(device="cuda", seed=0):
+    torch.manual_seed(seed)
+    ref = reference.Model(*SIZES).to(device)
+    new = _solution().ModelNew(*SIZES).to(device)
+    new.load_state_dict(ref.state_dict())
+    return ref, new
+
+
+def _run(model, x, seed):
+    torch.manual_seed(seed)
+    return model(x)
+
+
+def _assert_close(got, want, what):
+    for name, g, w in zip(("elbo", "recon", "kl"), got, want):
+        assert g.shape == w.shape and g.dtype == torch.float32, f"{what} {name}: {g.shape} {g.dtype}"
+        # rule: |got - want| <= ATOL + RTOL * |want| elementwise (fp32 vs fp32, different sum order)
+        torch.testing.assert_close(g, w, atol=ATOL, rtol=RTOL, msg=lambda m: f"{what} {name}: {m}")
+
+
+def _truth64(ref, x, eps):
+    """The reference forward in float64 on the same noise eps."""
+    p = {k: v.double() for k, v in ref.state_dict().items()}
+    xd = x.double()
+    h = torch.relu(xd @ p["encoder.0.weight"].T + p["encoder.0.bias"])
+    mu = h @ p["fc_mu.weight"].T + p["fc_mu.bias"]
+    lv = h @ p["fc_logvar.weight"].T + p["fc_logvar.bias"]
+    z = mu + torch.exp(0.5 * lv) * eps.double()
+    h2 = torch.relu(z @ p["decoder.0.weight"].T + p["decoder.0.bias"])
+    xr = torch.sigmoid(h2 @ p["decoder.2.weight"].T + p["decoder.2.bias"])
+    recon = F.binary_cross_entropy(xr, xd, reduction="none").sum(-1)
+    kl = -0.5 * (1 + lv - mu.pow(2) - lv.exp()).sum(-1)
+    return -(recon + kl), recon, kl
+
+
+# --------------------------------------------------------------------------- build (CPU)
+
+@pytest.mark.build
+def test_state_dict_keys_and_init_match_reference():
+    torch.manual_seed(3)
+    ref = reference.Model(*SIZES)
+    torch.manual_seed(3)
+    new = _solution().ModelNew(*SIZES)
+    rs, ns = ref.state_dict(), new.state_dict()
+    assert list(rs) == list(ns)
+    for k in rs:
+        assert torch.equal(rs[k], ns[k]), k     # same seed, same creation order: identical init
+
+
+@pytest.mark.build
+@pytest.mark.parametrize("sizes", [(100, 256, 32), (784, 128, 32), (784, 256, 16)])
+def test_unsupported_sizes_raise_value_error(sizes):
+    with pytest.raises(ValueError, match="supports"):
+        _solution().ModelNew(*sizes)
+
+
+@pytest.mark.build
+def test_cpu_input_raises_clear_error():
+    new = _solution().ModelNew(*SIZES)
+    with pytest.raises(RuntimeError, match="CUDA tensor"):
+        new(torch.rand(4, D))
+
+
+# --------------------------------------------------------------------------- correctness
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B", BATCHES)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_matches_reference(B, seed):
+    ref, new = _models(seed=seed)
+    x = torch.rand(B, D, device="cuda")
+    want = _run(ref, x, seed)
+    state_ref = torch.cuda.get_rng_state()
+    got = _run(new, x, seed)
+    _assert_close(got, want, f"B={B} seed={seed}")
+    # the forward advances the CUDA generator exactly as the reference does
+    assert torch.equal(torch.cuda.get_rng_state(), state_ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows_per_cluster", [8, 16])
+@pytest.mark.parametrize("B", [1, 7, 129, 1000])
+def test_both_row_tiles(B, rows_per_cluster):
+    ref, new = _models(seed=B)
+    x = torch.rand(B, D, device="cuda")
+    want = _run(ref, x, 5)
+    torch.manual_seed(5)
+    got = new(x, rows_per_cluster)
+    _assert_close(got, want, f"B={B} R={rows_per_cluster}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B", [7, 128, 1000])
+def test_error_vs_float64_truth(B):
+    ref, new = _models(seed=B)
+    x = torch.rand(B, D, device="cuda")
+    torch.manual_seed(11)
+    eps = torch.randn(B, L, device="cuda")
+    truth = _truth64(ref, x, eps)
+    eager, got = _run(ref, x, 11), _run(new, x, 11)
+    for name, g, e, t in zip(("elbo", "recon", "kl"), got, eager, truth):
+        err_new = ((g.double() - t).norm() / t.norm()).item()
+        err_eager = ((e.double() - t).norm() / t.norm()).item()
+        # rule: relative L2 error vs float64 within 4x fp32 eager's (floor 1e-7 for lucky eager runs)
+        assert err_new <= 4 * err_eager + 1e-7, f"{name}: {err_new:.3e} vs eager {err_eager:.3e}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B", [7, 129])
+def test_saturated_logits_and_binary_x(B):
+    ref, new = _models(seed=B)
+    with torch.no_grad():
+        for m in (ref, new):
+            dec = m.decoder[2]
+            dec.weight.mul_(1e-3)
+            pattern = torch.tensor([100.0, -100.0, 30.0, -30.0, 0.5, -2.0], device="cuda")
+            dec.bias.copy_(pattern.repeat(D // 6 + 1)[:D])
+    x = torch.rand(B, D, device="cuda")
+    x[:, 0::3] = (x[:, 0::3] > 0.5).float()          # exact 0s and 1s
+    x[0, :6] = torch.tensor([1.0, 1.0, 0.0, 0.0, 1.0, 0.0])
+    want, got = _run(ref, x, 2), _run(new, x, 2)
+    assert all(torch.isfinite(g).all() for g in got)
+    _assert_close(got, want, "saturated")
+
+
+@pytest.mark.gpu
+def test_in_place_weight_change_is_honoured():
+    ref, new = _models(seed=4)
+    x = torch.rand(33, D, device="cuda")
+    _assert_close(_run(new, x, 1), _run(ref, x, 1), "before")
+    with torch.no_grad():
+        for m in (ref, new):
+            m.decoder[2].weight.mul_(-1.5)
+            m.encoder[0].bias.add_(0.1)
+            m.fc_logvar.weight.mul_(0.5)
+    _assert_close(_run(new, x, 1), _run(ref, x, 1), "after in-place change")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["column_slice", "transposed", "misaligned"])
+def test_non_contiguous_and_misaligned_input(layout):
+    ref, new = _models(seed=6)
+    B = 37
+    if layout == "column_slice":
+        x = torch.rand(B, 2 * D, device="cuda")[:, ::2]
+    elif layout == "transposed":
+        x = torch.rand(D, B, device="cuda").t()
+    else:
+        x = torch.rand(B * D + 1, device="cuda")[1:].view(B, D)
+    _assert_close(_run(new, x, 3), _run(ref, x, 3), layout)
+
+
+@pytest.mark.gpu
+def test_empty_batch():
+    _, new = _models()
+    outs = new(torch.rand(0, D, device="cuda"))
+    assert len(outs) == 3 and all(o.shape == (0,) and o.dtype == torch.float32 for o in outs)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bad, exc, match", [
+    (lambda: torch.rand(4, D), RuntimeError, "CUDA tensor"),
+    (lambda: torch.rand(4, D, device="cuda", dtype=torch.float64), TypeError, "float32"),
+    (lambda: torch.rand(4, D, device="cuda").half(), TypeError, "float32"),
+    (lambda: torch.rand(2, 4, D, device="cuda"), RuntimeError, "shape"),
+    (lambda: torch.rand(4, D + 1, device="cuda"), RuntimeError, "shape"),
+    (lambda: torch.rand(D, device="cuda"), RuntimeError, "shape"),
+])
+def test_bad_input_raises(bad, exc, match):
+    _, new = _models()
+    with pytest.raises(exc, match=match):
+        new(bad())
+    torch.cuda.synchronize()        # and the context is still healthy
+
+
+@pytest.mark.gpu
+def test_weights_on_other_device_raise():
+    new = _solution().ModelNew(*SIZES)          # weights on the CPU
+    with pytest.raises(RuntimeError, match="device"):
+        new(torch.rand(4, D, device="cuda"))
+    if torch.cuda.device_count() > 1:
+        new = new.to("cuda:1")
+        with pytest.raises(RuntimeError, match="device"):
+            new(torch.rand(4, D, device="cuda:0"))
+
+
+# --------------------------------------------------------------------------- noise
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B", [1, 7, 128, 1000, 8449, 65536])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_noise_bit_exact_with_randn_like(B, seed):
+    ext = _solution()._ext
+    torch.manual_seed(seed)
+    ours = ext.draw_noise(B, L, torch.cuda.current_device())
+    state_ours = torch.cuda.get_rng_state()
+    torch.manual_seed(seed)
+    want = torch.randn_like(torch.empty(B, L, device="cuda"))
+    # rule: bitwise equal, and the generator advanced by the same amount
+    assert torch.equal(ours, want)
+    assert torch.equal(state_ours, torch.cuda.get_rng_state())
+
+
+@pytest.mark.gpu
+def test_noise_in_cuda_graph_follows_generator():
+    ext = _solution()._ext
+    B = 1000
+    ext.draw_noise(B, L, 0)                          # warm-up outside capture
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        ours = ext.draw_noise(B, L, 0)
+    torch.manual_seed(77)
+    start = torch.cuda.get_rng_state()
+    g.replay()
+    first = ours.clone()
+    g.replay()
+    second = ours.clone()
+    torch.cuda.set_rng_state(start)
+    want1 = torch.randn(B, L, device="cuda")
+    want2 = torch.randn(B, L, device="cuda")
+    # rule: each replay draws bitwise what eager randn draws at that generator offset
+    assert torch.equal(first, want1) and torch.equal(second, want2)
+
+
+@pytest.mark.gpu
+def test_forward_in_cuda_graph():
+    ref, new = _models(seed=8)
+    x = torch.rand(128, D, device="cuda")
+    new(x)                                            # warm-up outside capture
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        outs = new(x)
+    for seed in (21, 22):
+        torch.manual_seed(seed)
+        g.replay()
+        got = [o.clone() for o in outs]
+        _assert_close(got, _run(ref, x, seed), f"graph replay seed={seed}")
+
+
+@pytest.mark.gpu
+def test_one_kernel_per_forward():
+    _, new = _models()
+    x = torch.rand(128, D, device="cuda")
+    new(x)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            new(x)
+        torch.cuda.synchronize()
+    gpu_events = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    # rule: exactly one launch (our kernel) per forward, no memcpy/memset or library kernels
+    assert len(gpu_events) == 3 and all("vae_elbo_kernel" in n for n in gpu_events), gpu_events
