@@ -180,7 +180,7 @@ def run_bench(args, progress=None, worker=None, shape=None) -> tuple:
                     verdict["failures"] += result["failures"]
                     return verdict, EXIT_INCORRECT
             if getattr(args, "strict", False):
-                verdict["failures"] += check.strict_failures(worker, inputs, device, args)
+                verdict["failures"] += check.strict_failures(worker, inputs, args)
             ref = problem.build_reference(ref_module, init_args, args.seed + args.trials - 1, device)
             if progress:
                 progress("timing the solution")

@@ -152,9 +152,31 @@ def check_trial(worker, ref_module, init_args, shape, trial_seed, device, args, 
     return {"failures": failures, "errors": errors}
 
 
+def require_strict_device(args, device):
+    if getattr(args, "strict", False) and device.type != "cuda":
+        raise UsageError("--strict needs CUDA: it profiles the CUDA kernels the forward launches and fails when "
+                         "none is the solution's own (drop --strict for --device cpu)")
+
+
+def strict_failures(worker, inputs, args) -> list:
+    """--strict (leaderboard mode): at least one kernel the forward launches must be the solution's own,
+    not a library's (torch/ATen, cuBLAS, cuDNN, inductor's Triton; integrity.custom_kernels has the rule)."""
+    reply = worker.request({"op": "kernels", "inputs": [t.cpu() if isinstance(t, torch.Tensor) else t for t in inputs],
+                            "calls": 2}, timeout=args.call_timeout, what="profiling the solution's kernels (--strict)")
+    names = [k["name"] for k in reply["kernels"]]
+    failures = [{"defence": "tampering", "message": "while profiling, the solution replaced "
+                 + ", ".join(reply["tampered"])}] if reply["tampered"] else []
+    if not integrity.custom_kernels(names):
+        shown = "; ".join(n[:70] for n in names[:6]) + ("; ..." if len(names) > 6 else "") or "none at all"
+        failures.append({"defence": "strict", "message": "no custom kernel ran: every kernel the forward launched "
+                         f"is a library's (torch/ATen, cuBLAS, cuDNN, CUTLASS, inductor Triton, copies): {shown}"})
+    return failures
+
+
 def run_check(args, progress=None, log=print) -> tuple:
     """Returns (verdict dict, exit code)."""
     device = resolve_device(args.device)
+    require_strict_device(args, device)
     ref_module = problem.load_reference(args.reference)
     init_args = problem.init_inputs(ref_module, {})
     verdict = {"command": "check", "solution": args.solution, "reference": args.reference, "device": str(device),
@@ -168,16 +190,20 @@ def run_check(args, progress=None, log=print) -> tuple:
                                   timeout=args.load_timeout, what="importing and building the solution")
             verdict["import_seconds"] = load["import_seconds"]
             verdict["scan"] = integrity.scan_source(load["source"])
+            verdict["failures"] = integrity.scan_failures(verdict["scan"])
             if load["tampered"]:
-                verdict["failures"] = [{"defence": "tampering", "message": "importing the solution replaced "
+                verdict["failures"] += [{"defence": "tampering", "message": "importing the solution replaced "
                                         + ", ".join(load["tampered"])}]
                 return verdict, EXIT_INCORRECT
             ref_keys = list(problem.build_reference(ref_module, init_args, args.seed, "cpu").state_dict().keys())
             if sorted(load["keys"]) != sorted(ref_keys):
-                verdict["failures"] = [{"defence": "parameters", "message": "ModelNew's state_dict keys differ "
+                verdict["failures"] += [{"defence": "parameters", "message": "ModelNew's state_dict keys differ "
                                         f"from Model's: missing {sorted(set(ref_keys) - set(load['keys']))}, "
                                         f"unexpected {sorted(set(load['keys']) - set(ref_keys))}"}]
                 return verdict, EXIT_INCORRECT
+            if getattr(args, "strict", False):
+                inputs = problem.make_inputs(ref_module, args.seed, device, {})
+                verdict["failures"] += strict_failures(worker, inputs, args)
             for s, shape in enumerate(shape_list(ref_module, args.batch_sizes)):
                 label = shape_label(ref_module, shape)
                 entry = {"shape": label, "trials_passed": 0, "failures": [], "errors": {}}
@@ -198,9 +224,10 @@ def run_check(args, progress=None, log=print) -> tuple:
                     progress(None)
     except SolutionFailure as f:
         verdict["error"] = {"kind": f.kind, "message": f.message, "detail": f.detail}
+        if verdict["shapes"]:
+            verdict["shapes"][-1]["error"] = True
         return verdict, EXIT_SOLUTION_ERROR
-    scan_failures = [x for x in verdict["scan"] if x["severity"] == "failure"]
-    failed = any(e["failures"] for e in verdict["shapes"]) or scan_failures
+    failed = any(e["failures"] for e in verdict["shapes"]) or bool(verdict.get("failures"))
     verdict["passed"] = not failed
     return verdict, (EXIT_INCORRECT if failed else EXIT_PASS)
 

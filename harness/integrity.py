@@ -6,11 +6,14 @@
   allocates but never writes cannot still hold an earlier (reference) result.
 - storage_ranges()/aliases(): an output may not share storage with an input, a parameter or a
   reference output.
-- scan_source(): warnings (and unambiguous failures) from reading the solution's source.
+- scan_source()/scan_failures(): warnings (and unambiguous failures, defence 'static scan') from
+  reading the solution's source.
+- custom_kernels(): for --strict, which profiled kernel names are not a library's.
 """
 import ast
 import builtins
 import re
+import sys
 import time
 
 import torch
@@ -98,8 +101,13 @@ _SOURCE_PATTERNS = [
     (r"\b(torch\.backends\.cuda\.matmul\.allow_tf32|set_float32_matmul_precision|allow_bf16|allow_fp16)\b",
      "warning", "changes torch's matmul precision"),
     (r"__nv_bfloat16|__half\b|bfloat16|float16|wmma::|\.tf32|allow_tf32", "warning", "mentions reduced precision"),
+    (r"\bgc\.get_(objects|referrers|referents)\b|\bsys\._getframe\b|\binspect\.(stack|currentframe)\b|"
+     r"\bsys\.modules\b|^\s*(import|from)\s+ctypes\b", "warning",
+     "reaches into the process (gc, frames, sys.modules or ctypes): it could find the harness's state"),
 ]
 _PATCH_ROOTS = {"torch", "time", "builtins", "F", "nn", "np", "numpy", "harness", "sys", "os"}
+_ROOT_ALIASES = {"F": "torch.nn.functional", "nn": "torch.nn", "np": "numpy"}
+_MISSING = object()
 _ALLOWED_FORWARD_TORCH = {"empty", "empty_like", "empty_strided", "is_tensor", "no_grad", "Size", "device",
                           "float32", "float64", "get_default_dtype"}
 
@@ -120,6 +128,27 @@ def _attr_path(node) -> str:
     return ".".join(reversed(parts))
 
 
+def _resolve(path: str):
+    """What a dotted path under one of _PATCH_ROOTS names in the harness's own (trusted) modules, or
+    _MISSING. Nothing is imported that is not imported already."""
+    root, *rest = path.split(".")
+    obj = sys.modules.get(_ROOT_ALIASES.get(root, root), _MISSING)
+    for part in rest:
+        obj = getattr(obj, part, _MISSING) if obj is not _MISSING else _MISSING
+    return obj
+
+
+def _assignment_finding(lineno: int, path: str, exact: bool = True, how: str = "") -> tuple:
+    """Replacing a function or class of torch, time, builtins, ... is a failure; assigning a setting
+    (torch.backends.cudnn.benchmark, torch._inductor.config.fallback_random) is a warning."""
+    value = _resolve(path) if exact else _MISSING
+    if callable(value) or not exact:
+        return (lineno, "failure", f"monkey-patches {path}{how}")
+    if value is _MISSING:
+        return (lineno, "warning", f"sets {path}{how} (no such attribute in the harness's process)")
+    return (lineno, "warning", f"sets {path}{how} (a setting, currently {value!r:.40})")
+
+
 def _scan_ast(tree) -> list:
     findings = []
     for node in ast.walk(tree):
@@ -130,10 +159,13 @@ def _scan_ast(tree) -> list:
             targets = [node.target]
         for t in targets:
             if isinstance(t, ast.Attribute) and _root_name(t) in _PATCH_ROOTS:
-                findings.append((node.lineno, "failure", f"monkey-patches {_attr_path(t)}"))
+                findings.append(_assignment_finding(node.lineno, _attr_path(t)))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
             if node.args and _root_name(node.args[0]) in _PATCH_ROOTS:
-                findings.append((node.lineno, "failure", f"monkey-patches {_attr_path(node.args[0])} via {node.func.id}"))
+                name = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
+                path = _attr_path(node.args[0]) + (f".{name}" if isinstance(name, str) else "")
+                findings.append(_assignment_finding(node.lineno, path, exact=isinstance(name, str),
+                                                    how=f" via {node.func.id}"))
     for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ModelNew"]:
         for fn in [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"]:
             for node in ast.walk(fn):
@@ -163,3 +195,45 @@ def scan_source(source: str) -> list:
         findings.append((e.lineno or 0, "warning", f"could not parse: {e.msg}"))
     unique = sorted(set(findings))
     return [{"line": line, "severity": sev, "message": msg} for line, sev, msg in unique]
+
+
+def scan_failures(findings: list) -> list:
+    """The scan's failures as verdict failures (defence 'static scan'); its warnings stay in the report."""
+    return [{"defence": "static scan", "message": f"line {x['line']}: {x['message']}"}
+            for x in findings if x["severity"] == "failure"]
+
+
+# ----- --strict: did the forward run a kernel of its own? ------------------------------------------
+
+# A kernel is a library's when its demangled name, without a leading return type ("void ",
+# "std::enable_if<...>::type "), starts with one of these: PyTorch/ATen and the CUB/Thrust it bundles,
+# cuBLAS/cuBLASLt (sm90_xmma_*, nvjet_*, ampere_sgemm_*, gemv2T_kernel, splitKreduce_kernel, ...),
+# cuDNN, CUTLASS as those libraries ship it, flash attention, inductor's generated Triton kernels
+# (triton_poi_/per_/red_/tem_/for_), and copies and fills. Everything else counts as custom: a
+# load_inline kernel, a hand-written @triton.jit kernel (unless named like inductor's), CUTLASS
+# templates instantiated by the solution under its own kernel name.
+LIBRARY_KERNEL_PREFIXES = (
+    "at::", "c10::", "at_cuda_detail::", "cub::", "thrust::", "pytorch_flash::", "flash_", "fmha",
+    "cublas", "cutlass", "cudnn", "nvjet", "xmma", "cask", "internal::gemvx", "gemv", "gemm", "splitKreduce",
+    "dot_kernel", "reduce_1Block_kernel", "scal_kernel", "axpy_kernel",
+    "sm50_", "sm60_", "sm70_", "sm75_", "sm80_", "sm86_", "sm89_", "sm90_", "sm100_", "sm120_",
+    "maxwell_", "volta_", "turing_", "ampere_", "hopper_", "blackwell_",
+    "triton_poi_", "triton_per_", "triton_red_", "triton_tem_", "triton_for_",
+    "Memcpy", "Memset",
+)
+
+
+def bare_kernel_name(name: str) -> str:
+    """'void at::native::foo<4>(...)' -> 'at::native::foo<4>(...)'; strips an enable_if return type too."""
+    name = name.strip()
+    if name.startswith("void "):
+        return name[5:].lstrip()
+    if name.startswith("std::enable_if"):
+        cut = name.find("::type ")
+        return name[cut + 7:].lstrip() if cut >= 0 else name
+    return name
+
+
+def custom_kernels(names) -> list:
+    """The names (of those given) that are not library kernels by the rule above."""
+    return [n for n in names if not bare_kernel_name(n).startswith(LIBRARY_KERNEL_PREFIXES)]

@@ -5,8 +5,11 @@ becomes a verdict with its message instead of a harness traceback, and the harne
 comparisons and expected outputs live where the solution cannot reach or patch them.
 
 Parent side: `Worker` starts the process and sends requests with a timeout each.
-Child side: `worker_main` serves them: load, set_weights, run, reference_decoy, time, profile.
+Child side: `worker_main` serves them: load, set_weights, run, reference_decoy, time, profile,
+kernels (--strict), kernelbench_trial, kernelbench_time (the last four delegate to profile.py and
+protocol.py).
 """
+import importlib
 import multiprocessing
 import os
 import sys
@@ -129,8 +132,7 @@ def worker_main(conn, log_path):
             reply = _HANDLERS[op](state, message)
             reply["ok"] = True
         except Exception as e:
-            reply = {"ok": False, "error": f"{type(e).__name__}: {e}".strip(),
-                     "traceback": traceback.format_exc(limit=-8)}
+            reply = {"ok": False, "error": f"{type(e).__name__}: {e}".strip(), "traceback": _solution_traceback(e)}
         try:
             payload = codec.encode(reply)
         except Exception as e:
@@ -138,8 +140,19 @@ def worker_main(conn, log_path):
         conn.send_bytes(payload)
 
 
+def _solution_traceback(e: BaseException) -> str:
+    """The traceback without the harness's and torch's own frames: what the competitor needs to see."""
+    skip = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(torch.__file__))
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith(skip)]
+    lines = traceback.format_list(frames[-8:]) + traceback.format_exception_only(type(e), e)
+    return "".join(lines)
+
+
 def _load(state, m):
     state["device"] = device = torch.device(m["device"])
+    # Importing torch._dynamo wraps torch.manual_seed: done before the snapshot, so that a solution
+    # using torch.compile is not taken for one replacing torch's functions.
+    importlib.import_module("torch._dynamo")
     state["snapshot"] = integrity.tamper_snapshot(
         [timing, integrity, compare, codec, sys.modules[__name__]])
     reference = problem.load_module(m["reference"], "harness_reference")
@@ -296,25 +309,32 @@ def _time(state, m):
 
 
 def _profile(state, m):
-    """Kernels launched by `calls` forwards, from torch.profiler: name -> count, total GPU µs."""
-    from torch.profiler import ProfilerActivity, profile
+    """Kernels per forward (torch.profiler) and GPU-only time per forward (CUDA-graph replay where the
+    solution can be captured): see harness/profile.py."""
+    from harness import profile
+    return dict(profile.worker_profile(state, m), tampered=integrity.tampered(state["snapshot"]))
+
+
+def _kernels(state, m):
+    """Kernels launched by `calls` forwards (torch.profiler), for --strict: name, count, GPU µs."""
+    from harness import profile
     device, model = state["device"], state["model"]
     inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in m["inputs"]]
     with torch.no_grad():
-        model(*inputs)
-        torch.cuda.synchronize(device)
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for _ in range(m["calls"]):
-                model(*inputs)
-            torch.cuda.synchronize(device)
-    kernels = {}
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            k = kernels.setdefault(e.name, {"count": 0, "gpu_us": 0.0})
-            k["count"] += 1
-            k["gpu_us"] += e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
-    return {"kernels": kernels, "calls": m["calls"]}
+        kernels = profile.profile_kernels(lambda: model(*inputs), m["calls"], device)
+    return {"kernels": kernels, "tampered": integrity.tampered(state["snapshot"])}
+
+
+def _kernelbench_trial(state, m):
+    from harness import protocol
+    return protocol.worker_trial(state, m)
+
+
+def _kernelbench_time(state, m):
+    from harness import protocol
+    return protocol.worker_time(state, m)
 
 
 _HANDLERS = {"load": _load, "set_weights": _set_weights, "run": _run, "reference_decoy": _reference_decoy,
-             "time": _time, "profile": _profile}
+             "time": _time, "profile": _profile, "kernels": _kernels, "kernelbench_trial": _kernelbench_trial,
+             "kernelbench_time": _kernelbench_time}
