@@ -11,10 +11,15 @@ latent_dim=32 (other sizes raise ValueError at construction):
 returns (elbo, recon, kl), each (B,) float32, rows of one (3, B) allocation.
 All arithmetic and accumulation is fp32 (no TF32, no fast math).
 
-One launch per forward. A cluster of 8 thread blocks owns R = 16 rows (R = 8
-kept as a variant for tests and timing); each block computes 1/8 of every layer's output
-units for those rows and pushes its slice into all 8 blocks' shared memory
-(distributed shared memory), so each block reads only 1/8 of the weights.
+One launch per forward, one of two kernels chosen on the host by B:
+- small B: a cluster of 8 thread blocks owns R = 16 rows (R = 8 kept as a variant
+  for tests and timing); each block computes 1/8 of every layer's output units for
+  those rows and pushes its slice into all 8 blocks' shared memory (distributed
+  shared memory), so each block reads only 1/8 of the weights.
+- large B: one block owns BM = 32 or 64 rows end to end (no cluster); the two big
+  layers are register-tiled SGEMMs (8 columns x BM/8 rows per thread) with weights
+  and x streamed through shared memory in K-chunks of 16.
+`forward(x, rows_per_tile)` forces one: 8/16 = cluster kernel, 32/64 = block-tile kernel.
 The noise is drawn inside the kernel with torch's own Philox layout and
 reservation of the default CUDA generator (CUDA-graph safe).
 
@@ -29,6 +34,10 @@ CUDA-graph replay; see notes/solution.md):
   v2: R=16 for every B: 40.4 µs per call (no-op 21.1 in that run), 20.1 µs GPU
       at B=128, 95.7 at B=1000, 1310 at B=16384 (eager 521): far from the goals;
       constexpr sizes no longer bound by reference in host error messages (segfault fix)
+  v3: block-tile SGEMM kernel for large B (BM = 32 / 64 rows per block, 8x8 register
+      tiles, K-chunks double-buffered through registers), host picks it by B:
+      B=128 unchanged (cluster R=16: 38.7 µs per call, no-op 19.1, 20.2 GPU);
+      B=4096 181 µs GPU (v2 340, eager 186); B=16384 494 µs GPU (v2 1310, eager 519)
 """
 import hashlib
 import os
@@ -456,6 +465,371 @@ vae_elbo_kernel(const float* __restrict__ x,
 }
 
 // ---------------------------------------------------------------------------
+// The block-tile kernel (large B). No cluster: one 256-thread block owns BM
+// rows end to end and reads all weights from L2 (BM = 64: 1.6 MB per 64 rows).
+// The two big layers are register-tiled SGEMMs, C (BM x 256) += A (BM x K) W^T:
+// thread (ty, tx) = (warp, lane) owns rows ty*4 + 32 i + [0,4) (i < BM/32) and
+// columns tx*4 + 128 j + [0,4) (j < 2), so per k it reads BM/32 + 2 float4 from
+// shared memory (the A ones are warp broadcasts) for 8*BM/8 FMAs.
+// W (and x) come through shared memory in K-chunks of BK, k-major, double
+// buffered through registers (global loads of chunk s+1 overlap the FMAs of s).
+//   1  encoder GEMM, A = x chunks, W = We; h = relu(. + be) -> ACT as [BM][H]
+//   2  mu | logvar (thread -> one of 64 units, BM/4 rows), noise, z, KL terms
+//   3  decoder hidden (thread -> row tid % BM, units tid / BM + (256/BM) i);
+//      h2 -> ACT transposed as [H][BM], the A operand of the next GEMM
+//   4  decoder output GEMM in 3 passes of 256 pixels, A = ACT, W = W2 chunks;
+//      sigmoid + BCE in registers, per-row sums in registers
+//   5  the last 16 pixels (784 = 3*256 + 16): thread -> one row, 16/(256/BM) pixels
+//   6  per-row sums across lanes, then elbo/recon/kl
+// ---------------------------------------------------------------------------
+constexpr int TT = 256;                   // threads per block
+constexpr int BK = 16;                    // K chunk staged per step
+constexpr int NC = 256;                   // output columns per GEMM pass
+constexpr int BS_STRIDE = NC + 4;         // padded row of the staged W chunk (2-way store conflicts, not 4)
+constexpr int D_FULL = (D / NC) * NC;     // 768 pixels in full passes
+constexpr int D_TAIL = D - D_FULL;        // 16 pixels left
+static_assert(TT == 8 * 32 && NC == 32 * 8, "thread grid 8 warps x 32 lanes, 8 columns per lane");
+static_assert(H == NC, "the encoder is one GEMM pass");
+static_assert(D % BK == 0 && H % BK == 0 && BK == 16, "K splits into chunks of 4 float4");
+static_assert(NC * BK / 4 == 4 * TT, "W chunk: 4 float4 per thread");
+static_assert(D_TAIL > 0, "phase 5 handles the pixels past the full passes");
+static_assert(TT == 4 * 2 * L, "mu|logvar layer: 64 units x 4 row groups");
+static_assert(TT == H, "decoder hidden layer: the 256 units split over threads");
+
+template <int BM>
+struct TileSmem {
+  static_assert(BM == 32 || BM == 64, "BM rows: BM/32 float4 row groups per thread");
+  static constexpr int AS_STRIDE = BM + 4;          // padded row of the staged x chunk (k-major)
+  static constexpr int STAGE_A = BK * AS_STRIDE;
+  static constexpr int STAGE_B = BK * BS_STRIDE;
+  static constexpr int STAGE_SIZE = STAGE_A + STAGE_B;
+  static constexpr int TPR = TT / BM;               // tail: threads per row
+  static constexpr int ACT = 0;                     // BM x H: h as [BM][H], then h2 as [H][BM]
+  static constexpr int STAGE = ACT + BM * H;        // 2 x (A chunk, W chunk)
+  // middle-layer buffers alias the staging area (unused between the two GEMMs)
+  static constexpr int MULV = STAGE;                // BM x 2L   mu | logvar
+  static constexpr int Z = MULV + BM * 2 * L;       // BM x (L+1)  z, padded rows
+  static constexpr int KLT = Z + BM * (L + 1);      // BM x (L+1)  KL terms, padded rows
+  static constexpr int KLROW = STAGE + 2 * STAGE_SIZE;   // BM   per-row KL
+  static constexpr int RS = KLROW + BM;             // BM   per-row BCE sum of the full passes
+  static constexpr int TAIL = RS + BM;              // BM x TPR  tail BCE partials
+  static constexpr int END = TAIL + BM * TPR;
+  static constexpr size_t BYTES = END * sizeof(float);
+  static_assert(KLT + BM * (L + 1) <= KLROW, "middle buffers fit in the staging area");
+  static_assert(STAGE % 4 == 0 && STAGE_A % 4 == 0 && STAGE_SIZE % 4 == 0 && AS_STRIDE % 4 == 0, "float4 alignment");
+  static_assert(D_TAIL % TPR == 0, "tail pixels split evenly over a row's threads");
+  static_assert(2 * (BYTES + 1024) <= 228 * 1024, "two blocks per SM");
+};
+
+// One K-chunk of FMAs: acc[r][c] += sum_k A[k][row r] * Bs[k][col c].
+// A is k-major with row stride LDA, Bs is k-major with stride BS_STRIDE.
+template <int MI, int LDA>
+__device__ __forceinline__ void tile_step(const float* A, const float* Bs, int ty, int tx,
+                                          float (&acc)[4 * MI][8]) {
+#pragma unroll
+  for (int k = 0; k < BK; ++k) {
+    float a[4 * MI], b[8];
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+      const float4 v = *reinterpret_cast<const float4*>(A + k * LDA + ty * 4 + 32 * i);
+      a[4 * i] = v.x; a[4 * i + 1] = v.y; a[4 * i + 2] = v.z; a[4 * i + 3] = v.w;
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const float4 v = *reinterpret_cast<const float4*>(Bs + k * BS_STRIDE + tx * 4 + 128 * j);
+      b[4 * j] = v.x; b[4 * j + 1] = v.y; b[4 * j + 2] = v.z; b[4 * j + 3] = v.w;
+    }
+#pragma unroll
+    for (int r = 0; r < 4 * MI; ++r)
+#pragma unroll
+      for (int c = 0; c < 8; ++c) acc[r][c] = fmaf(a[r], b[c], acc[r][c]);
+  }
+}
+
+// W chunk: rows [n0, n0+NC) x columns [k0, k0+BK) of a row-major (. x K) matrix.
+// Thread t loads float4 e = t + TT i (i < 4): row e / 4, columns 4 (e % 4) + [0,4).
+template <int K>
+__device__ __forceinline__ void load_w_chunk(const float* __restrict__ W, int n0, int k0, int tid, float4 (&rb)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int e = tid + TT * i;
+    rb[i] = __ldg(reinterpret_cast<const float4*>(W + (size_t)(n0 + (e >> 2)) * K + k0) + (e & 3));
+  }
+}
+__device__ __forceinline__ void store_w_chunk(float* Bs, int tid, const float4 (&rb)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int e = tid + TT * i, n = e >> 2, k = 4 * (e & 3);
+    Bs[(k + 0) * BS_STRIDE + n] = rb[i].x;
+    Bs[(k + 1) * BS_STRIDE + n] = rb[i].y;
+    Bs[(k + 2) * BS_STRIDE + n] = rb[i].z;
+    Bs[(k + 3) * BS_STRIDE + n] = rb[i].w;
+  }
+}
+// x chunk: rows [row0, row0+BM) x columns [k0, k0+BK); thread t < 4 BM loads
+// row t / 4, columns 4 (t % 4) + [0,4); rows past B read as 0.
+template <int BM>
+__device__ __forceinline__ float4 load_x_chunk(const float* __restrict__ x, int row0, int rows, int k0, int tid) {
+  const int m = tid >> 2;
+  if (tid < 4 * BM && m < rows)
+    return __ldg(reinterpret_cast<const float4*>(x + (size_t)(row0 + m) * D + k0) + (tid & 3));
+  return make_float4(0.f, 0.f, 0.f, 0.f);
+}
+template <int BM>
+__device__ __forceinline__ void store_x_chunk(float* As, int tid, float4 v) {
+  if (tid < 4 * BM) {
+    constexpr int LDA = TileSmem<BM>::AS_STRIDE;
+    const int m = tid >> 2, k = 4 * (tid & 3);
+    As[(k + 0) * LDA + m] = v.x; As[(k + 1) * LDA + m] = v.y;
+    As[(k + 2) * LDA + m] = v.z; As[(k + 3) * LDA + m] = v.w;
+  }
+}
+
+// torch's binary_cross_entropy term for one pixel (logs clamped at -100 before use)
+__device__ __forceinline__ float bce_term(float logit, float xv) {
+  const float p = 1.0f / (1.0f + expf(-logit));        // torch's sigmoid
+  const float lp = fmaxf(logf(p), -100.f);
+  const float l1p = fmaxf(log1pf(-p), -100.f);
+  return __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
+}
+
+template <int BM>
+__global__ void __launch_bounds__(TT, 2)
+vae_elbo_kernel_tile(const float* __restrict__ x,
+                     const float* __restrict__ We, const float* __restrict__ be,
+                     const float* __restrict__ Wmu, const float* __restrict__ bmu,
+                     const float* __restrict__ Wlv, const float* __restrict__ blv,
+                     const float* __restrict__ W1, const float* __restrict__ b1,
+                     const float* __restrict__ W2, const float* __restrict__ b2,
+                     float* __restrict__ out, int B, at::PhiloxCudaState st, uint64_t noise_threads) {
+  using S = TileSmem<BM>;
+  constexpr int MI = BM / 32;
+  extern __shared__ __align__(16) float smem[];
+  float* act = smem + S::ACT;
+  const int tid = threadIdx.x, ty = tid >> 5, tx = tid & 31;
+  const int row0 = (int)blockIdx.x * BM;
+  const int rows = min(BM, B - row0);
+  auto stage_a = [&](int buf) { return smem + S::STAGE + buf * S::STAGE_SIZE; };
+  auto stage_b = [&](int buf) { return smem + S::STAGE + buf * S::STAGE_SIZE + S::STAGE_A; };
+
+  float acc[4 * MI][8];
+#pragma unroll
+  for (int r = 0; r < 4 * MI; ++r)
+#pragma unroll
+    for (int c = 0; c < 8; ++c) acc[r][c] = 0.f;
+
+  // ---- phase 1: encoder GEMM, 49 K-chunks
+  {
+    constexpr int STEPS = D / BK;
+    float4 ra = load_x_chunk<BM>(x, row0, rows, 0, tid);
+    float4 rb[4];
+    load_w_chunk<D>(We, 0, 0, tid, rb);
+    store_x_chunk<BM>(stage_a(0), tid, ra);
+    store_w_chunk(stage_b(0), tid, rb);
+    __syncthreads();
+#pragma unroll 1
+    for (int s = 0; s < STEPS; ++s) {
+      const int buf = s & 1;
+      if (s + 1 < STEPS) {
+        ra = load_x_chunk<BM>(x, row0, rows, (s + 1) * BK, tid);
+        load_w_chunk<D>(We, 0, (s + 1) * BK, tid, rb);
+      }
+      tile_step<MI, S::AS_STRIDE>(stage_a(buf), stage_b(buf), ty, tx, acc);
+      if (s + 1 < STEPS) {
+        store_x_chunk<BM>(stage_a(buf ^ 1), tid, ra);
+        store_w_chunk(stage_b(buf ^ 1), tid, rb);
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int col = tx * 4 + 128 * j;
+      const float4 bias = __ldg(reinterpret_cast<const float4*>(be + col));
+#pragma unroll
+      for (int r = 0; r < 4 * MI; ++r) {
+        const int row = ty * 4 + 32 * (r / 4) + r % 4;
+        float4 h;
+        h.x = fmaxf(acc[r][4 * j + 0] + bias.x, 0.f);
+        h.y = fmaxf(acc[r][4 * j + 1] + bias.y, 0.f);
+        h.z = fmaxf(acc[r][4 * j + 2] + bias.z, 0.f);
+        h.w = fmaxf(acc[r][4 * j + 3] + bias.w, 0.f);
+        *reinterpret_cast<float4*>(act + row * H + col) = h;
+      }
+    }
+    __syncthreads();
+  }
+
+  // ---- phase 2: mu | logvar: thread -> unit j = tid % 64 (< 32: mu), rows tid / 64 + 4 i
+  {
+    constexpr int RPT = BM / 4;
+    const int j = tid % (2 * L), rg = tid / (2 * L);
+    const float* wrow = j < L ? Wmu + (size_t)j * H : Wlv + (size_t)(j - L) * H;
+    const float bias = __ldg(j < L ? bmu + j : blv + (j - L));
+    float s[RPT];
+#pragma unroll
+    for (int i = 0; i < RPT; ++i) s[i] = 0.f;
+#pragma unroll 4
+    for (int k4 = 0; k4 < H / 4; ++k4) {
+      const float4 w = __ldg(reinterpret_cast<const float4*>(wrow) + k4);
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) {
+        const float4 hv = reinterpret_cast<const float4*>(act + (rg + 4 * i) * H)[k4];
+        float t = s[i];
+        t = fmaf(w.x, hv.x, t); t = fmaf(w.y, hv.y, t);
+        t = fmaf(w.z, hv.z, t); t = fmaf(w.w, hv.w, t);
+        s[i] = t;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < RPT; ++i) smem[S::MULV + (rg + 4 * i) * 2 * L + j] = s[i] + bias;
+  }
+  __syncthreads();
+  // noise, z, KL terms: thread -> elements e = tid + TT i of the BM x L tile
+  {
+    const auto seeds = at::cuda::philox::unpack(st);
+#pragma unroll 1
+    for (int e = tid; e < BM * L; e += TT) {
+      const int r = e / L, j = e % L;
+      const float mu = smem[S::MULV + r * 2 * L + j];
+      const float lv = smem[S::MULV + r * 2 * L + L + j];
+      const float eps = r < rows ? torch_normal_at(std::get<0>(seeds), std::get<1>(seeds),
+                                                   (uint64_t)(row0 + r) * L + j, noise_threads)
+                                 : 0.f;
+      const float sd = expf(__fmul_rn(0.5f, lv));
+      smem[S::Z + r * (L + 1) + j] = __fadd_rn(mu, __fmul_rn(sd, eps));
+      smem[S::KLT + r * (L + 1) + j] = __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv));
+    }
+  }
+  __syncthreads();
+
+  // ---- phase 3: decoder hidden, h2 = relu(W1 z + b1) -> act as [H][BM]
+  {
+    const int r = tid % BM, ng = tid / BM;
+    float zr[L];
+#pragma unroll
+    for (int k = 0; k < L; ++k) zr[k] = smem[S::Z + r * (L + 1) + k];
+#pragma unroll 2
+    for (int i = 0; i < BM; ++i) {
+      const int n = ng + (TT / BM) * i;
+      const float4* w = reinterpret_cast<const float4*>(W1 + (size_t)n * L);
+      float s = 0.f;
+#pragma unroll
+      for (int k4 = 0; k4 < L / 4; ++k4) {
+        const float4 wv = __ldg(w + k4);
+        s = fmaf(wv.x, zr[4 * k4], s); s = fmaf(wv.y, zr[4 * k4 + 1], s);
+        s = fmaf(wv.z, zr[4 * k4 + 2], s); s = fmaf(wv.w, zr[4 * k4 + 3], s);
+      }
+      act[n * BM + r] = fmaxf(s + __ldg(b1 + n), 0.f);
+    }
+    if (tid < BM) {   // per-row KL, fixed order
+      float kls = 0.f;
+#pragma unroll
+      for (int k = 0; k < L; ++k) kls += smem[S::KLT + tid * (L + 1) + k];
+      smem[S::KLROW + tid] = -0.5f * kls;
+    }
+  }
+  __syncthreads();
+
+  // ---- phase 4: decoder output GEMM, 3 passes x 16 K-chunks of W2; sigmoid + BCE
+  float rowsum[4 * MI];
+#pragma unroll
+  for (int r = 0; r < 4 * MI; ++r) rowsum[r] = 0.f;
+  {
+    constexpr int KSTEPS = H / BK, STEPS = (D_FULL / NC) * KSTEPS;
+#pragma unroll
+    for (int r = 0; r < 4 * MI; ++r)
+#pragma unroll
+      for (int c = 0; c < 8; ++c) acc[r][c] = 0.f;
+    float4 rb[4];
+    load_w_chunk<H>(W2, 0, 0, tid, rb);
+    store_w_chunk(stage_b(0), tid, rb);
+    __syncthreads();
+#pragma unroll 1
+    for (int s = 0; s < STEPS; ++s) {
+      const int buf = s & 1, pass = s / KSTEPS, kc = s % KSTEPS;
+      if (s + 1 < STEPS) load_w_chunk<H>(W2, ((s + 1) / KSTEPS) * NC, ((s + 1) % KSTEPS) * BK, tid, rb);
+      tile_step<MI, BM>(act + kc * BK * BM, stage_b(buf), ty, tx, acc);
+      if (s + 1 < STEPS) store_w_chunk(stage_b(buf ^ 1), tid, rb);
+      if (kc == KSTEPS - 1) {   // pass done: BCE of its 8 x 4MI pixels per thread, then reset
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int col = pass * NC + tx * 4 + 128 * j;
+          const float4 bias = __ldg(reinterpret_cast<const float4*>(b2 + col));
+#pragma unroll
+          for (int r = 0; r < 4 * MI; ++r) {
+            const int row = ty * 4 + 32 * (r / 4) + r % 4;
+            if (row < rows) {
+              const float4 xv = __ldg(reinterpret_cast<const float4*>(x + (size_t)(row0 + row) * D + col));
+              float t = rowsum[r];
+              t += bce_term(acc[r][4 * j + 0] + bias.x, xv.x);
+              t += bce_term(acc[r][4 * j + 1] + bias.y, xv.y);
+              t += bce_term(acc[r][4 * j + 2] + bias.z, xv.z);
+              t += bce_term(acc[r][4 * j + 3] + bias.w, xv.w);
+              rowsum[r] = t;
+            }
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < 4 * MI; ++r)
+#pragma unroll
+          for (int c = 0; c < 8; ++c) acc[r][c] = 0.f;
+      }
+      __syncthreads();
+    }
+  }
+
+  // ---- phase 5: the last D_TAIL pixels: thread -> row tid / TPR, pixels D_FULL + CPT (tid % TPR) + [0, CPT)
+  {
+    constexpr int TPR = S::TPR, CPT = D_TAIL / TPR;
+    const int r = tid / TPR, p0 = D_FULL + CPT * (tid % TPR);
+    float s[CPT];
+#pragma unroll
+    for (int c = 0; c < CPT; ++c) s[c] = 0.f;
+#pragma unroll 2
+    for (int k4 = 0; k4 < H / 4; ++k4) {
+      float hv[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) hv[q] = act[(4 * k4 + q) * BM + r];
+#pragma unroll
+      for (int c = 0; c < CPT; ++c) {
+        const float4 w = __ldg(reinterpret_cast<const float4*>(W2 + (size_t)(p0 + c) * H) + k4);
+        float t = s[c];
+        t = fmaf(w.x, hv[0], t); t = fmaf(w.y, hv[1], t);
+        t = fmaf(w.z, hv[2], t); t = fmaf(w.w, hv[3], t);
+        s[c] = t;
+      }
+    }
+    float part = 0.f;
+    if (r < rows) {
+#pragma unroll
+      for (int c = 0; c < CPT; ++c)
+        part += bce_term(s[c] + __ldg(b2 + p0 + c), __ldg(x + (size_t)(row0 + r) * D + p0 + c));
+    }
+    smem[S::TAIL + tid] = part;   // = TAIL[r * TPR + tid % TPR]
+  }
+
+  // ---- phase 6: row sums across the 32 lanes of each warp (fixed butterfly), then outputs
+#pragma unroll
+  for (int r = 0; r < 4 * MI; ++r) {
+    float t = rowsum[r];
+#pragma unroll
+    for (int o = 16; o >= 1; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+    if (tx == 0) smem[S::RS + ty * 4 + 32 * (r / 4) + r % 4] = t;
+  }
+  __syncthreads();
+  if (tid < rows) {
+    float recon = smem[S::RS + tid];
+#pragma unroll
+    for (int c = 0; c < S::TPR; ++c) recon += smem[S::TAIL + tid * S::TPR + c];
+    const float kl = smem[S::KLROW + tid];
+    const int row = row0 + tid;
+    out[row] = -(recon + kl);
+    out[(size_t)B + row] = recon;
+    out[2 * (size_t)B + row] = kl;
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Host side
 // ---------------------------------------------------------------------------
 struct NoiseReservation { at::PhiloxCudaState st; uint64_t threads; };
@@ -500,26 +874,34 @@ static void check_param(const at::Tensor& t, const char* name, int64_t rows, int
               "vae_forward: ", name, " must be contiguous and 16-byte aligned");
 }
 
-template <int R>
-static void launch(const at::Tensor& x, const std::vector<const float*>& p, float* out, int B,
-                   const NoiseReservation& nr, cudaStream_t stream, c10::DeviceIndex dev) {
-  static bool configured[64] = {false};
+// The 10 parameter pointers in launch order (We, be, Wmu, bmu, Wlv, blv, W1, b1, W2, b2).
+struct Params { const float* p[10]; };
+
+// Sets the kernel's shared-memory limit once per device, launches it, checks the launch.
+template <typename Kernel>
+static void launch(Kernel kernel, size_t smem_bytes, int grid, int threads, bool (&configured)[64],
+                   const float* x, const Params& w, float* out, int B, const NoiseReservation& nr,
+                   cudaStream_t stream, c10::DeviceIndex dev) {
   if (!configured[dev]) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(vae_elbo_kernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)Smem<R>::BYTES));
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes));
     configured[dev] = true;
   }
-  const int clusters = (B + R - 1) / R;
-  vae_elbo_kernel<R><<<clusters * CLUSTER, THREADS, Smem<R>::BYTES, stream>>>(
-      x.data_ptr<float>(), p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9],
-      out, B, nr.st, nr.threads);
+  kernel<<<grid, threads, smem_bytes, stream>>>(x, w.p[0], w.p[1], w.p[2], w.p[3], w.p[4], w.p[5], w.p[6],
+                                                w.p[7], w.p[8], w.p[9], out, B, nr.st, nr.threads);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
+
+// Which kernel runs for B rows when the caller asks for none (rows_per_tile = 0), from v3's
+// H200 run (GPU µs): cluster R=16 grows ~0.08 µs/row (95 at B=1000, 338 at 4096) while the
+// tile kernel is flat until its blocks fill the SMs (BM=32: 180 up to B=4096; BM=64: 280 up to
+// 8448, 493 at 16384 vs 595 for BM=32), so R=16 below ~2000 rows, BM=32 to 8192, BM=64 above.
+constexpr int64_t TILE32_MIN_B = 2048;
+constexpr int64_t TILE64_MIN_B = 8192;
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> vae_forward(
     at::Tensor x, const at::Tensor& We, const at::Tensor& be, const at::Tensor& Wmu, const at::Tensor& bmu,
     const at::Tensor& Wlv, const at::Tensor& blv, const at::Tensor& W1, const at::Tensor& b1,
-    const at::Tensor& W2, const at::Tensor& b2, int64_t rows_per_cluster) {
+    const at::Tensor& W2, const at::Tensor& b2, int64_t rows_per_tile) {
   TORCH_CHECK(x.is_cuda(), "vae_forward: x must be a CUDA tensor, got device ", x.device());
   TORCH_CHECK_TYPE(x.scalar_type() == at::kFloat, "vae_forward: x must be float32, got ", x.scalar_type());
   TORCH_CHECK(x.dim() == 2 && x.size(1) == D, "vae_forward: x must have shape (B, " + std::to_string(D) + "), got " + shape_str(x));
@@ -535,8 +917,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vae_forward(
   check_param(b1, "decoder[0].bias", H, -1, dev);
   check_param(W2, "decoder[2].weight", D, H, dev);
   check_param(b2, "decoder[2].bias", D, -1, dev);
-  TORCH_CHECK(rows_per_cluster == 0 || rows_per_cluster == 8 || rows_per_cluster == 16,
-              "vae_forward: rows_per_cluster must be 0 (auto), 8 or 16");
+  TORCH_CHECK(rows_per_tile == 0 || rows_per_tile == 8 || rows_per_tile == 16 || rows_per_tile == 32 ||
+              rows_per_tile == 64,
+              "vae_forward: rows_per_tile must be 0 (auto), 8 or 16 (cluster kernel), 32 or 64 (block-tile kernel)");
 
   c10::cuda::CUDAGuard guard(dev);
   const int64_t B = x.size(0);
@@ -545,13 +928,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vae_forward(
     if (!x.is_contiguous() || (reinterpret_cast<uintptr_t>(x.data_ptr()) % 16) != 0)
       x = x.clone(at::MemoryFormat::Contiguous);
     const NoiseReservation nr = reserve_noise(B * L, dev.index());
-    const std::vector<const float*> p = {We.data_ptr<float>(), be.data_ptr<float>(), Wmu.data_ptr<float>(),
-        bmu.data_ptr<float>(), Wlv.data_ptr<float>(), blv.data_ptr<float>(), W1.data_ptr<float>(),
-        b1.data_ptr<float>(), W2.data_ptr<float>(), b2.data_ptr<float>()};
+    const Params w = {{We.data_ptr<float>(), be.data_ptr<float>(), Wmu.data_ptr<float>(), bmu.data_ptr<float>(),
+                       Wlv.data_ptr<float>(), blv.data_ptr<float>(), W1.data_ptr<float>(), b1.data_ptr<float>(),
+                       W2.data_ptr<float>(), b2.data_ptr<float>()}};
     cudaStream_t stream = at::cuda::getCurrentCUDAStream(dev.index());
-    const int64_t R = rows_per_cluster ? rows_per_cluster : 16;   // R=16 measured faster at B=128..16384
-    if (R == 8) launch<8>(x, p, out.data_ptr<float>(), (int)B, nr, stream, dev.index());
-    else        launch<16>(x, p, out.data_ptr<float>(), (int)B, nr, stream, dev.index());
+    const int64_t R = rows_per_tile ? rows_per_tile : B < TILE32_MIN_B ? 16 : B < TILE64_MIN_B ? 32 : 64;
+    const float* xp = x.data_ptr<float>();
+    float* op = out.data_ptr<float>();
+    const int Bi = (int)B, dv = dev.index();
+    static bool conf8[64], conf16[64], conf32[64], conf64[64];
+    switch (R) {
+      case 8:  launch(vae_elbo_kernel<8>, Smem<8>::BYTES, (int)((B + 7) / 8) * CLUSTER, THREADS, conf8,
+                      xp, w, op, Bi, nr, stream, dv); break;
+      case 16: launch(vae_elbo_kernel<16>, Smem<16>::BYTES, (int)((B + 15) / 16) * CLUSTER, THREADS, conf16,
+                      xp, w, op, Bi, nr, stream, dv); break;
+      case 32: launch(vae_elbo_kernel_tile<32>, TileSmem<32>::BYTES, (int)((B + 31) / 32), TT, conf32,
+                      xp, w, op, Bi, nr, stream, dv); break;
+      default: launch(vae_elbo_kernel_tile<64>, TileSmem<64>::BYTES, (int)((B + 63) / 64), TT, conf64,
+                      xp, w, op, Bi, nr, stream, dv); break;
+    }
   }
   return {out.select(0, 0), out.select(0, 1), out.select(0, 2)};
 }
@@ -578,7 +973,7 @@ CPP_DECL = (
     "std::tuple<at::Tensor, at::Tensor, at::Tensor> vae_forward(at::Tensor x, const at::Tensor& We, "
     "const at::Tensor& be, const at::Tensor& Wmu, const at::Tensor& bmu, const at::Tensor& Wlv, "
     "const at::Tensor& blv, const at::Tensor& W1, const at::Tensor& b1, const at::Tensor& W2, "
-    "const at::Tensor& b2, int64_t rows_per_cluster);\n"
+    "const at::Tensor& b2, int64_t rows_per_tile);\n"
     "at::Tensor draw_noise(int64_t rows, int64_t cols, int64_t device_index);\n"
 )
 
@@ -591,7 +986,7 @@ def _build():
         extra = os.environ.get("VAE_EXTRA_CUDA_FLAGS", "").split()   # dev variants, see tools/kernel_dev.py
         suffix = "_" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8] if extra else ""
         return load_inline(
-            name="vae_elbo_fused" + suffix,
+            name="vae_elbo_fused_v3" + suffix,
             cpp_sources=CPP_DECL,
             cuda_sources=CUDA_SRC,
             functions=["vae_forward", "draw_noise"],
@@ -643,5 +1038,5 @@ class ModelNew(nn.Module):
         self._refresh_params()
         return result
 
-    def forward(self, x, rows_per_cluster=0):
-        return _ext.vae_forward(x, *self._params, rows_per_cluster)
+    def forward(self, x, rows_per_tile=0):
+        return _ext.vae_forward(x, *self._params, rows_per_tile)

@@ -139,7 +139,7 @@ def ncu_command(verdict: dict, args) -> str:
     """The Nsight Compute command for the solution's kernels, or '' when ncu is not on PATH."""
     if not shutil.which("ncu"):
         return ""
-    kernels = verdict.get("solution", {}).get("kernels", [])
+    kernels = verdict.get("profiles", {}).get("solution", {}).get("kernels", [])
     names = sorted({kernel_base_name(k["name"]) for k in kernels if kernel_base_name(k["name"])})
     regex = "|".join(re.escape(n) for n in names) or "."
     cmd = ["ncu", "--clock-control", "none", "--target-processes", "all", "-k", f"regex:{regex}",
@@ -162,7 +162,8 @@ def run_profile(args, progress=None) -> tuple:
     inputs = problem.make_inputs(ref_module, args.seed, device, shape)
     verdict = {"command": "profile", "solution": args.solution, "reference": args.reference,
                "shape": check.shape_label(ref_module, shape), "calls": args.calls,
-               "environment": bench.environment(device), "failures": []}
+               "environment": bench.environment(device), "failures": [], "profiles": {}}
+    profiles = verdict["profiles"]
     try:
         with Worker(progress) as worker:
             worker.request({"op": "load", "solution": args.solution, "reference": args.reference,
@@ -176,20 +177,20 @@ def run_profile(args, progress=None) -> tuple:
                                             f"reference's ({reply['key_mismatch']}): profiled with its own weights"})
             if progress:
                 progress("profiling the solution")
-            verdict["solution"] = worker.request(
+            profiles["solution"] = worker.request(
                 {"op": "profile", "inputs": [t.cpu() if isinstance(t, torch.Tensor) else t for t in inputs],
                  "calls": args.calls, "replays": args.replays},
                 timeout=args.call_timeout + args.calls + args.replays * 0.1, what="profiling the solution")
     except SolutionFailure as f:
         verdict["error"] = {"kind": f.kind, "message": f.message, "detail": f.detail}
         return verdict, EXIT_SOLUTION_ERROR
-    if verdict["solution"].get("tampered"):
+    if profiles["solution"].get("tampered"):
         verdict["failures"].append({"defence": "tampering", "message": "during profiling the solution replaced "
-                                    + ", ".join(verdict["solution"]["tampered"])})
+                                    + ", ".join(profiles["solution"]["tampered"])})
     if not args.skip_eager:
         if progress:
             progress("profiling the reference in eager mode")
-        verdict["eager"] = measure(lambda: ref(*inputs), device, args.calls, args.replays)
+        profiles["eager"] = measure(lambda: ref(*inputs), device, args.calls, args.replays)
     if progress:
         progress("measuring copy bandwidth and matrix rate")
     with torch.no_grad():
@@ -198,10 +199,8 @@ def run_profile(args, progress=None) -> tuple:
     ceilings = bench.measure_ceilings(device)
     floor = bench.roofline_floor_us(flops, min_bytes, ceilings, flush_l2=False)
     verdict["roofline"] = dict(floor, **ceilings)
-    for kind in ("solution", "eager"):
-        if kind in verdict:
-            verdict[kind]["achieved"] = achieved(verdict[kind]["gpu_us"], flops, min_bytes, ceilings,
-                                                 floor["floor_us"])
+    for m in profiles.values():
+        m["achieved"] = achieved(m["gpu_us"], flops, min_bytes, ceilings, floor["floor_us"])
     verdict["ncu_command"] = ncu_command(verdict, args)
     if progress:
         progress(None)
@@ -242,9 +241,10 @@ def format_profile(verdict: dict, exit_code: int) -> str:
         if e.get("detail"):
             lines += ["  " + line for line in e["detail"].rstrip().splitlines()[-15:]]
         return "\n".join(lines + ["", f"ERROR: exit {exit_code}"])
+    profiles = verdict.get("profiles", {})
     for kind, title in (("solution", "solution"), ("eager", "reference eager")):
-        if kind in verdict:
-            lines += [""] + format_kernels(title, verdict[kind])
+        if kind in profiles:
+            lines += [""] + format_kernels(title, profiles[kind])
     if "roofline" in verdict:
         f = verdict["roofline"]
         lines += ["", f"roofline (measured now: copy {f['bandwidth_bytes_per_s'] / 1e12:.2f} TB/s, bf16 matrix "
@@ -252,7 +252,7 @@ def format_profile(verdict: dict, exit_code: int) -> str:
                       f"{f['min_bytes'] / 1e6:.2f} MB moved):"]
         rows = []
         for kind, label in (("solution", "solution"), ("eager", "reference eager")):
-            a = verdict.get(kind, {}).get("achieved")
+            a = profiles.get(kind, {}).get("achieved")
             if a:
                 rows.append([label, f"{a['gpu_us']:.2f}", f"{a['bytes_per_s'] / 1e9:.0f}", f"{100 * a['of_bandwidth']:.1f}%",
                              f"{a['flop_per_s'] / 1e12:.2f}", f"{100 * a['of_peak']:.2f}%",

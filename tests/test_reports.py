@@ -300,18 +300,20 @@ def _profile_verdict():
     v = {"command": "profile", "solution": "solution.py", "reference": "reference.py",
          "shape": "batch_size=128 (default)", "calls": 20, "failures": [],
          "environment": {"gpu": "NVIDIA H200", "torch": "2.14.1", "device": "cuda"},
-         "solution": {"kernels": kernels, "calls": 20, "kernel_sum_us": 9.1, "graph_us": 8.8, "replays": 200,
-                      "gpu_us": 8.8, "gpu_us_source": "CUDA-graph replay"},
-         "eager": {"kernels": eager, "calls": 20, "kernel_sum_us": 12.0, "graph_error": "RuntimeError: capture",
-                   "gpu_us": 12.0, "gpu_us_source": "sum of profiled kernel times"},
+         "profiles": {
+             "solution": {"kernels": kernels, "calls": 20, "kernel_sum_us": 9.1, "graph_us": 8.8, "replays": 200,
+                          "gpu_us": 8.8, "gpu_us_source": "CUDA-graph replay"},
+             "eager": {"kernels": eager, "calls": 20, "kernel_sum_us": 12.0, "graph_error": "RuntimeError: capture",
+                       "gpu_us": 12.0, "gpu_us_source": "sum of profiled kernel times"}},
          "roofline": dict(floor, **ceilings), "ncu_command": ""}
-    for kind in ("solution", "eager"):
-        v[kind]["achieved"] = profile.achieved(v[kind]["gpu_us"], 53.6e6, 1.23e6, ceilings, floor["floor_us"])
+    for m in v["profiles"].values():
+        m["achieved"] = profile.achieved(m["gpu_us"], 53.6e6, 1.23e6, ceilings, floor["floor_us"])
     return v
 
 
 def test_format_profile_content():
     text = profile.format_profile(_profile_verdict(), 0)
+    assert text.splitlines()[0].startswith("profile: solution.py on NVIDIA H200, batch_size=128 (default)")
     assert "solution: 1 kernel launch per forward (1 distinct)" in text
     assert "reference eager: 3 kernel launches per forward (3 distinct)" in text
     assert "GPU-only time per forward: 8.80 us (one forward captured in a CUDA graph, 200 replays" in text

@@ -31,9 +31,9 @@ def _models(device="cuda", seed=0):
     return ref, new
 
 
-def _run(model, x, seed):
+def _run(model, x, seed, *args):
     torch.manual_seed(seed)
-    return model(x)
+    return model(x, *args)
 
 
 def _assert_close(got, want, what):
@@ -102,27 +102,39 @@ def test_matches_reference(B, seed):
     assert torch.equal(torch.cuda.get_rng_state(), state_ref)
 
 
+# rows_per_tile: 8, 16 = cluster kernel rows per cluster; 32, 64 = block-tile kernel rows per block
+TILES = [8, 16, 32, 64]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows_per_cluster", [8, 16])
-@pytest.mark.parametrize("B", [1, 7, 129, 1000])
-def test_both_row_tiles(B, rows_per_cluster):
+@pytest.mark.parametrize("rows_per_tile", TILES)
+@pytest.mark.parametrize("B", [1, 7, 31, 33, 65, 129, 1000, 8449])
+def test_every_kernel_and_row_tile(B, rows_per_tile):
     ref, new = _models(seed=B)
     x = torch.rand(B, D, device="cuda")
     want = _run(ref, x, 5)
-    torch.manual_seed(5)
-    got = new(x, rows_per_cluster)
-    _assert_close(got, want, f"B={B} R={rows_per_cluster}")
+    state_ref = torch.cuda.get_rng_state()
+    got = _run(new, x, 5, rows_per_tile)
+    _assert_close(got, want, f"B={B} rows_per_tile={rows_per_tile}")
+    assert torch.equal(torch.cuda.get_rng_state(), state_ref)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("B", [7, 128, 1000])
-def test_error_vs_float64_truth(B):
+def test_bad_rows_per_tile_raises():
+    _, new = _models()
+    with pytest.raises(RuntimeError, match="rows_per_tile"):
+        new(torch.rand(4, D, device="cuda"), 24)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B, rows_per_tile", [(7, 0), (128, 0), (1000, 0), (1000, 32), (1000, 64)])
+def test_error_vs_float64_truth(B, rows_per_tile):
     ref, new = _models(seed=B)
     x = torch.rand(B, D, device="cuda")
     torch.manual_seed(11)
     eps = torch.randn(B, L, device="cuda")
     truth = _truth64(ref, x, eps)
-    eager, got = _run(ref, x, 11), _run(new, x, 11)
+    eager, got = _run(ref, x, 11), _run(new, x, 11, rows_per_tile)
     for name, g, e, t in zip(("elbo", "recon", "kl"), got, eager, truth):
         err_new = ((g.double() - t).norm() / t.norm()).item()
         err_eager = ((e.double() - t).norm() / t.norm()).item()
@@ -131,8 +143,9 @@ def test_error_vs_float64_truth(B):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("rows_per_tile", [16, 64])
 @pytest.mark.parametrize("B", [7, 129])
-def test_saturated_logits_and_binary_x(B):
+def test_saturated_logits_and_binary_x(B, rows_per_tile):
     ref, new = _models(seed=B)
     with torch.no_grad():
         for m in (ref, new):
@@ -143,7 +156,7 @@ def test_saturated_logits_and_binary_x(B):
     x = torch.rand(B, D, device="cuda")
     x[:, 0::3] = (x[:, 0::3] > 0.5).float()          # exact 0s and 1s
     x[0, :6] = torch.tensor([1.0, 1.0, 0.0, 0.0, 1.0, 0.0])
-    want, got = _run(ref, x, 2), _run(new, x, 2)
+    want, got = _run(ref, x, 2), _run(new, x, 2, rows_per_tile)
     assert all(torch.isfinite(g).all() for g in got)
     _assert_close(got, want, "saturated")
 
@@ -248,9 +261,10 @@ def test_noise_in_cuda_graph_follows_generator():
 
 
 @pytest.mark.gpu
-def test_forward_in_cuda_graph():
+@pytest.mark.parametrize("B", [128, 4096])
+def test_forward_in_cuda_graph(B):
     ref, new = _models(seed=8)
-    x = torch.rand(128, D, device="cuda")
+    x = torch.rand(B, D, device="cuda")
     new(x)                                            # warm-up outside capture
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
@@ -263,14 +277,16 @@ def test_forward_in_cuda_graph():
 
 
 @pytest.mark.gpu
-def test_one_kernel_per_forward():
+@pytest.mark.parametrize("rows_per_tile", [0, 16, 64])
+@pytest.mark.parametrize("B", [128, 16384])
+def test_one_kernel_per_forward(B, rows_per_tile):
     _, new = _models()
-    x = torch.rand(128, D, device="cuda")
-    new(x)
+    x = torch.rand(B, D, device="cuda")
+    new(x, rows_per_tile)
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(3):
-            new(x)
+            new(x, rows_per_tile)
         torch.cuda.synchronize()
     gpu_events = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     # rule: exactly one launch (our kernel) per forward, no memcpy/memset or library kernels

@@ -1,5 +1,9 @@
 """GPU dev loop for solution.py: build, sanity check, GPU tests, timing table.
 
+Times the working tree's solution.py (v3) side by side with the previous version saved at
+.old/solution_v2.py (`git show HEAD:solution.py > .old/solution_v2.py`; carry .old), each kernel
+forced through rows_per_tile, the no-op extension call and eager.
+
 Run on the GPU machine from the repo root:
     PYTHONUNBUFFERED=1 python3 tools/kernel_dev.py [--skip-tests] [--sanitize]
 Logs go to $OUT (or ./dev_out); the timing table is printed last.
@@ -40,22 +44,37 @@ def build_noop():
                        cuda_sources=NOOP_SRC, functions=["noop"], extra_cuda_cflags=["-O3"])
 
 
-def sanity(solution, reference, torch):
-    """Quick check before the test suite: a few sizes vs the reference."""
-    for B in (1, 7, 128, 129, 1000):
+TILES = (8, 16, 32, 64)     # rows_per_tile: 8, 16 cluster kernel; 32, 64 block-tile kernel
+
+
+def sanity(solution, reference, torch, batches=(1, 7, 33, 129, 1000, 8449)):
+    """Quick check before the test suite: every kernel at a few sizes vs the reference."""
+    for B in batches:
         torch.manual_seed(0)
         ref = reference.Model(784, 256, 32).cuda()
         new = solution.ModelNew(784, 256, 32).cuda()
         new.load_state_dict(ref.state_dict())
         x = torch.rand(B, 784, device="cuda")
-        for R in (8, 16):
+        for R in TILES:
             torch.manual_seed(1)
             want = ref(x)
             torch.manual_seed(1)
             got = new(x, R)
             torch.cuda.synchronize()
             diffs = [(g - w).abs().max().item() for g, w in zip(got, want)]
-            log(f"sanity B={B:5d} R={R:2d} max|diff| elbo {diffs[0]:.2e} recon {diffs[1]:.2e} kl {diffs[2]:.2e}")
+            log(f"sanity B={B:5d} rows_per_tile={R:2d} max|diff| elbo {diffs[0]:.2e} recon {diffs[1]:.2e} kl {diffs[2]:.2e}")
+
+
+def load_v2():
+    """The previous version (.old/solution_v2.py, saved from git HEAD), built as its own extension."""
+    import importlib.util
+    path = os.path.join(REPO, ".old", "solution_v2.py")
+    if not os.path.exists(path):
+        return None
+    spec = importlib.util.spec_from_file_location("solution_v2", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def per_call_us(fn, n=300):
@@ -100,31 +119,58 @@ def graph_us(fn, calls=20, reps=50):
     return statistics.median(times)
 
 
-def timing(solution, reference, torch, noop):
+def timing(solution, reference, torch, noop, v2, batches=(128, 1000, 4096, 16384)):
+    """Side by side in one process: no-op call, v2, v3 (auto and each kernel), eager."""
     rows = []
     a = torch.randn(4096, 4096, device="cuda")
     t0 = time.time()
     while time.time() - t0 < 1.0:          # warm the clocks
         a = (a @ a).clamp_(-1, 1)
     torch.cuda.synchronize()
-    for B in (128, 1000, 16384):
+    for B in batches:
         torch.manual_seed(0)
         ref = reference.Model(784, 256, 32).cuda()
         new = solution.ModelNew(784, 256, 32).cuda()
         new.load_state_dict(ref.state_dict())
+        old = None
+        if v2 is not None:
+            old = v2.ModelNew(784, 256, 32).cuda()
+            old.load_state_dict(ref.state_dict())
         x = torch.rand(B, 784, device="cuda")
+        n = 300 if B <= 4096 else 100
+        r = {}
         with torch.no_grad():
-            r = {}
-            r["noop_call"] = per_call_us(lambda: noop.noop(x))
-            r["new_call"] = per_call_us(lambda: new(x))
-            r["eager_call"] = per_call_us(lambda: ref(x), n=100)
-            r["new_gpu"] = graph_us(lambda: new(x))
-            r["new_gpu_R8"] = graph_us(lambda: new(x, 8))
-            r["new_gpu_R16"] = graph_us(lambda: new(x, 16))
-            r["eager_gpu"] = graph_us(lambda: ref(x), calls=5, reps=20)
+            for name, fn in (("noop_call", lambda: noop.noop(x)),
+                             ("v2_call", (lambda: old(x)) if old else None),
+                             ("v3_call", lambda: new(x)),
+                             ("eager_call", lambda: ref(x))):
+                try:
+                    r[name] = per_call_us(fn, n=n) if fn else float("nan")
+                except Exception as e:      # keep timing the others
+                    log(f"timing {name} B={B} failed: {e}")
+                    r[name] = float("nan")
+            gpu = [("v2_gpu", (lambda: old(x)) if old else None), ("v3_gpu", lambda: new(x))]
+            gpu += [(f"v3_R{R}_gpu", (lambda R=R: new(x, R))) for R in TILES]
+            gpu += [("eager_gpu", lambda: ref(x))]
+            for name, fn in gpu:
+                try:
+                    calls = 5 if name == "eager_gpu" else 20
+                    r[name] = graph_us(fn, calls=calls, reps=20 if B >= 4096 else 50) if fn else float("nan")
+                except Exception as e:
+                    log(f"timing {name} B={B} failed: {e}")
+                    r[name] = float("nan")
         rows.append((B, r))
         log(f"timing B={B}: " + ", ".join(f"{k} {v:.2f}" for k, v in r.items()))
     return rows
+
+
+def table(rows):
+    log("\n  per call (event around one Python call) and GPU (CUDA-graph replay), µs")
+    log("  B     | noop call | v2 call | v3 call | eager call | v2 GPU | v3 GPU |  R=8   |  R=16  |  T=32  |  T=64  | eager GPU")
+    for B, r in rows:
+        log(f"  {B:5d} | {r['noop_call']:9.1f} | {r['v2_call']:7.1f} | {r['v3_call']:7.1f} | {r['eager_call']:10.1f} | "
+            f"{r['v2_gpu']:6.1f} | {r['v3_gpu']:6.1f} | {r['v3_R8_gpu']:6.1f} | {r['v3_R16_gpu']:6.1f} | "
+            f"{r['v3_R32_gpu']:6.1f} | {r['v3_R64_gpu']:6.1f} | {r['eager_gpu']:9.1f}")
 
 
 VARIANTS = {"prof": "-DVAE_PROFILE", "skip_enc": "-DVAE_SKIP_ENC", "skip_dec": "-DVAE_SKIP_DEC",
@@ -166,41 +212,62 @@ def main():
     ap.add_argument("--sanitize-case", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--variants", action="store_true", help="build and time phase-skip / profiling variants")
     ap.add_argument("--variant-run", help=argparse.SUPPRESS)
+    ap.add_argument("--build-v2", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--test-timeout", type=int, default=130)
     args = ap.parse_args()
+    t_start = time.time()
 
     import torch
     if args.sanitize_case:      # small run under compute-sanitizer
         import reference
         import solution
-        sanity(solution, reference, torch)
+        sanity(solution, reference, torch, batches=(1, 33, 129))
         return
-
     if args.variant_run:
         variant_run(args.variant_run)
+        return
+    if args.build_v2:
+        load_v2()
         return
 
     log(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
     variant_procs = start_variant_builds() if args.variants else {}
-    noop_proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.path.insert(0, 'tools'); "
-                                  "import kernel_dev; kernel_dev.build_noop()"], cwd=REPO)
+    side_procs = [subprocess.Popen([sys.executable, "-c", "import sys; sys.path.insert(0, 'tools'); "
+                                    "import kernel_dev; kernel_dev.build_noop()"], cwd=REPO),
+                  subprocess.Popen([sys.executable, "tools/kernel_dev.py", "--build-v2"], cwd=REPO)]
     t0 = time.time()
     import reference
     import solution
-    log(f"build+import solution: {time.time() - t0:.1f} s")
-    noop_proc.wait()
+    log(f"build+import solution (v3): {time.time() - t0:.1f} s")
+    for p in side_procs:
+        p.wait()
     noop = build_noop()
+    try:
+        v2 = load_v2()
+    except Exception as e:
+        log(f"v2 build failed: {e}")
+        v2 = None
+    log(f"builds done at {time.time() - t_start:.0f} s")
 
-    sanity(solution, reference, torch)
+    try:
+        sanity(solution, reference, torch)
+    except Exception as e:
+        log(f"sanity failed: {e}")
 
     if not args.skip_tests:
         t0 = time.time()
         with open(os.path.join(OUT, "pytest.log"), "w") as f:
-            rc = subprocess.run([sys.executable, "-m", "pytest", "-q", "--maxfail=15", "--no-header", "-p", "no:cacheprovider",
-                                 "tests/test_solution.py"], cwd=REPO, stdout=f, stderr=subprocess.STDOUT).returncode
+            try:
+                rc = subprocess.run([sys.executable, "-m", "pytest", "-q", "--no-header", "-p", "no:cacheprovider",
+                                     "tests/test_solution.py"], cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
+                                    timeout=args.test_timeout).returncode
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
         tail = open(os.path.join(OUT, "pytest.log")).read().strip().splitlines()[-15:]
         log(f"pytest rc={rc} ({time.time() - t0:.0f} s)\n  " + "\n  ".join(tail))
 
-    rows = timing(solution, reference, torch, noop)
+    rows = timing(solution, reference, torch, noop, v2)
+    table(rows)
 
     for name, proc in variant_procs.items():
         proc.wait()
@@ -210,19 +277,18 @@ def main():
         lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.startswith(("variant", "prof", "Error", "Runtime"))]
         log("\n".join(lines[-12:]) if lines else f"variant {name}: rc={r.returncode} {r.stderr[-300:]}")
 
-    if args.sanitize:
+    if args.sanitize and time.time() - t_start < 280:
         t0 = time.time()
         with open(os.path.join(OUT, "sanitizer.log"), "w") as f:
-            rc = subprocess.run(["compute-sanitizer", "--tool", "memcheck", sys.executable, "tools/kernel_dev.py",
-                                 "--sanitize-case"], cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
-                                timeout=150).returncode
+            try:
+                rc = subprocess.run(["compute-sanitizer", "--tool", "memcheck", sys.executable, "tools/kernel_dev.py",
+                                     "--sanitize-case"], cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
+                                    timeout=max(20, 320 - (time.time() - t_start))).returncode
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
         tail = open(os.path.join(OUT, "sanitizer.log")).read().strip().splitlines()[-4:]
         log(f"compute-sanitizer rc={rc} ({time.time() - t0:.0f} s): " + " | ".join(tail))
-
-    log("\n  B     | noop call | new call | eager call | new GPU | R=8 GPU | R=16 GPU | eager GPU   (µs)")
-    for B, r in rows:
-        log(f"  {B:5d} | {r['noop_call']:9.1f} | {r['new_call']:8.1f} | {r['eager_call']:10.1f} | "
-            f"{r['new_gpu']:7.2f} | {r['new_gpu_R8']:7.2f} | {r['new_gpu_R16']:8.2f} | {r['eager_gpu']:9.1f}")
+        table(rows)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One device call: run the named stages in order, each under its own time limit, logs under $OUT,
+# a summary table last. Stages: test check bench sweep profile protocol adversarial-gpu.
+# Example: tools/gpu_session.sh check:150 bench:150 profile:60
+set -uo pipefail
+OUT="${OUT:-/tmp/gpu_out}"; mkdir -p "$OUT" results
+export PYTHONUNBUFFERED=1
+declare -a SUMMARY
+run_stage() {  # name, limit_s, command...
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  echo "=== $name: $*" >>"$OUT/$name.log"
+  timeout -k 5 "$limit" "$@" >>"$OUT/$name.log" 2>&1
+  local rc=$?
+  SUMMARY+=("$(printf '%-16s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$*")")
+}
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$OUT/env.log" 2>&1
+for spec in "$@"; do
+  stage=${spec%%:*}; limit=${spec#*:}; [ "$limit" = "$spec" ] && limit=600
+  case "$stage" in
+    test)     run_stage test "$limit" python3 -m pytest -q -rs --durations=12 ;;
+    solution-tests) run_stage solution-tests "$limit" python3 -m pytest -q -rs tests/test_solution.py ;;
+    check)    run_stage check "$limit" python3 -m harness check --json results/check.json ;;
+    bench)    run_stage bench "$limit" python3 -m harness bench --json results/bench.json ;;
+    sweep)    run_stage sweep "$limit" python3 -m harness bench --skip compile \
+                --sweep batch_size=1,32,128,1024,4096,16384,65536 ;;
+    profile)  run_stage profile "$limit" python3 -m harness profile --json results/profile.json ;;
+    protocol) run_stage protocol "$limit" python3 -m harness check --protocol kernelbench --trials 5 --batch-sizes 128 ;;
+    adversarial-gpu) run_stage adversarial-gpu "$limit" python3 -m pytest -q -rs tests/test_adversarial.py \
+                -k "empty_outputs or stale_empty or side_stream or device_assert" ;;
+    *) echo "unknown stage $stage" ;;
+  esac
+done
+tar czf "$OUT/results.tgz" results 2>/dev/null
+cat "$OUT/env.log"
+echo "=== summary"; printf '%s\n' "${SUMMARY[@]}"
