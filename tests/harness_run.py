@@ -7,6 +7,7 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOLUTIONS = os.path.join(REPO, "tests", "solutions")
+ADVERSARIAL = os.path.join(REPO, "tests", "adversarial")
 
 
 def run_harness(*args, timeout=600):

@@ -7,16 +7,17 @@ import torch
 
 from harness import codec, compare, noise, problem, report
 from harness.cli import main
-from tests.harness_run import SOLUTIONS, all_failures, run_harness
+from tests.harness_run import ADVERSARIAL, SOLUTIONS, all_failures, run_harness
 
 CHECK = ["check", "--device", "cpu", "--trials", "2", "--batch-sizes", "1,7,129"]
 
 
 def solution(name):
-    return os.path.join(SOLUTIONS, name)
+    """tests/solutions/eager_copy.py is a literal copy of the reference; the rest live with the exploits."""
+    return os.path.join(SOLUTIONS if name == "eager_copy.py" else ADVERSARIAL, name)
 
 
-@pytest.mark.parametrize("name", ["eager_copy.py", "reordered.py"])
+@pytest.mark.parametrize("name", ["eager_copy.py", "honest_reordered.py"])
 def test_correct_solutions_pass(name):
     code, verdict, out = run_harness(*CHECK, "--solution", solution(name))
     assert code == 0, out
@@ -29,7 +30,7 @@ def test_correct_solutions_pass(name):
     ("wrong_math.py", "allclose", "output 2"),          # KL doubled: elbo and kl differ
     ("wrong_noise.py", "allclose", "output 1"),         # uniform noise: recon differs
     ("wrong_shape.py", "output type", "shape is [128, 1], expected [128]"),
-    ("wrong_names.py", "parameters", "missing ['fc_logvar.bias'"),
+    ("renamed_params.py", "parameters", "missing ['encoder.0.bias', 'encoder.0.weight'], unexpected ['enc.0.bias'"),
 ])
 def test_incorrect_solutions_fail_with_named_reason(name, defence, needle):
     code, verdict, out = run_harness(*CHECK, "--trials", "1", "--solution", solution(name))
@@ -54,7 +55,7 @@ def test_exception_is_a_verdict_not_a_traceback():
     code, verdict, out = run_harness(*CHECK, "--trials", "1", "--solution", solution("raises.py"))
     assert code == 2, out
     assert verdict["error"]["kind"] == "error"
-    assert "kernel not implemented for this shape" in verdict["error"]["message"]
+    assert "only batch 128 is supported, got 128" in verdict["error"]["message"]
     assert "raises.py" in verdict["error"]["detail"]        # the solution's own frame is shown
     assert "harness/worker.py" not in verdict["error"]["detail"]
 
