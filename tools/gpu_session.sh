@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # One device call: run the named stages in order, each under its own time limit, logs under $OUT,
-# a summary table last. Stages: test check bench sweep profile protocol adversarial-gpu.
+# a summary table last. Stages: test gpu-tests solution-tests check bench sweep profile protocol adversarial-gpu.
+# The full suite (`test`) overran 9.5 min on the H200 (each harness subprocess starts Python and torch
+# there in several seconds); `gpu-tests` runs only the gpu-marked tests, 6 at a time (pytest-xdist is
+# installed there), after building solution.py once so the workers find it cached.
 # Example: tools/gpu_session.sh check:150 bench:150 profile:60
 set -uo pipefail
 OUT="${OUT:-/tmp/gpu_out}"; mkdir -p "$OUT" results
@@ -19,6 +22,8 @@ for spec in "$@"; do
   stage=${spec%%:*}; limit=${spec#*:}; [ "$limit" = "$spec" ] && limit=600
   case "$stage" in
     test)     run_stage test "$limit" python3 -m pytest -q -rs --durations=12 ;;
+    gpu-tests) run_stage gpu-build 200 python3 -c "import solution"
+              run_stage gpu-tests "$limit" python3 -m pytest -q -rs -m gpu -n 6 tests ;;
     solution-tests) run_stage solution-tests "$limit" python3 -m pytest -q -rs tests/test_solution.py ;;
     check)    run_stage check "$limit" python3 -m harness check --json results/check.json ;;
     bench)    run_stage bench "$limit" python3 -m harness bench --json results/bench.json ;;
