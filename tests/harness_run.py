@@ -4,14 +4,15 @@ import os
 import subprocess
 import sys
 import tempfile
+from types import SimpleNamespace
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOLUTIONS = os.path.join(REPO, "tests", "solutions")
 ADVERSARIAL = os.path.join(REPO, "tests", "adversarial")
 
 
-def run_harness(*args, timeout=600):
-    """Returns (exit code, verdict dict or None, combined output)."""
+def run_harness_process(*args, timeout=900):
+    """Returns returncode, verdict (dict or None), stdout and stderr as attributes."""
     with tempfile.TemporaryDirectory() as tmp:
         out_json = os.path.join(tmp, "verdict.json")
         proc = subprocess.run([sys.executable, "-m", "harness", *args, "--json", out_json, "--quiet"],
@@ -20,7 +21,13 @@ def run_harness(*args, timeout=600):
         if os.path.exists(out_json):
             with open(out_json) as f:
                 verdict = json.load(f)
-    return proc.returncode, verdict, proc.stdout + proc.stderr
+    return SimpleNamespace(returncode=proc.returncode, verdict=verdict, stdout=proc.stdout, stderr=proc.stderr)
+
+
+def run_harness(*args, timeout=900):
+    """Returns (exit code, verdict dict or None, combined output)."""
+    r = run_harness_process(*args, timeout=timeout)
+    return r.returncode, r.verdict, r.stdout + r.stderr
 
 
 def all_failures(verdict) -> list:
@@ -29,3 +36,11 @@ def all_failures(verdict) -> list:
     for shape in verdict.get("shapes", []):
         failures += shape["failures"]
     return failures
+
+
+def named_defences(verdict) -> list:
+    """The defences a verdict names, with an error named 'error:<kind>'."""
+    names = [f["defence"] for f in all_failures(verdict)]
+    if verdict.get("error"):
+        names.append(f"error:{verdict['error']['kind']}")
+    return names

@@ -8,14 +8,12 @@ holds alternatives: the verdict passes the case when any named defence contains 
 (errors are named 'error:<kind>'). The harness itself must never print a traceback.
 See tests/adversarial/README.md for what each defence catches and how.
 """
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from harness import integrity, timing
+from tests.harness_run import named_defences, run_harness_process
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ADVERSARIAL = os.path.join("tests", "adversarial")
@@ -83,22 +81,9 @@ CASES = ([case(f, c, code, e) for f, c, code, e, _ in ANY_DEVICE]
          + [case(f, c, code, e, device="cuda") for f, c, code, e in GPU_ONLY])
 
 
-def run_harness(solution, command, device, tmp_path):
-    out = tmp_path / "verdict.json"
-    argv = [sys.executable, "-m", "harness", *command, "--device", device, "--solution", solution,
-            "--quiet", "--json", str(out)]
-    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900)
-    verdict = json.loads(out.read_text()) if out.exists() else None
-    return proc, verdict
-
-
-def named_defences(verdict) -> list:
-    names = [f["defence"] for f in verdict.get("failures", [])]
-    for shape in verdict.get("shapes", []):
-        names += [f["defence"] for f in shape["failures"]]
-    if verdict.get("error"):
-        names.append(f"error:{verdict['error']['kind']}")
-    return names
+def run_harness(solution, command, device, _tmp_path=None):
+    r = run_harness_process(*command, "--device", device, "--solution", solution)
+    return r, r.verdict
 
 
 @pytest.mark.parametrize("solution, command, device, exit_code, expect", CASES)

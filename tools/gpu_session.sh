@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: run the named stages in order, each under its own time limit, logs under $OUT,
-# a summary table last. Stages: test gpu-tests solution-tests check bench sweep profile protocol adversarial-gpu.
+# a summary table last. Stages: test gpu-tests copy solution-tests check bench sweep profile protocol adversarial-gpu.
 # The full suite (`test`) overran 9.5 min on the H200 (each harness subprocess starts Python and torch
 # there in several seconds); `gpu-tests` runs only the gpu-marked tests, 6 at a time (pytest-xdist is
 # installed there), after building solution.py once so the workers find it cached.
@@ -33,6 +33,9 @@ for spec in "$@"; do
     protocol) run_stage protocol "$limit" python3 -m harness check --protocol kernelbench --trials 5 --batch-sizes 128 ;;
     adversarial-gpu) run_stage adversarial-gpu "$limit" python3 -m pytest -q -rs tests/test_adversarial.py \
                 -k "empty_outputs or stale_empty or side_stream or device_assert" ;;
+    copy)     run_stage copy-check "$limit" python3 -m harness check --solution tests/solutions/eager_copy.py
+              run_stage copy-bench "$limit" python3 -m harness bench --solution tests/solutions/eager_copy.py \
+                --skip compile,compile-ro ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
