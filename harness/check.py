@@ -158,19 +158,27 @@ def require_strict_device(args, device):
                          "none is the solution's own (drop --strict for --device cpu)")
 
 
-def strict_failures(worker, inputs, args) -> list:
-    """--strict (leaderboard mode): at least one kernel the forward launches must be the solution's own,
-    not a library's (torch/ATen, cuBLAS, cuDNN, inductor's Triton; integrity.custom_kernels has the rule)."""
+def strict_failures(worker, inputs, args, reference) -> tuple:
+    """--strict (leaderboard mode): at least one kernel the forward launches must be the solution's own:
+    neither a library's by name (torch/ATen, cuBLAS, cuDNN, inductor's Triton; integrity.custom_kernels
+    has the rule) nor one that `reference` (the reference model, on the device) launches on these inputs.
+    Returns (failures, the kernels counted as the solution's own)."""
     reply = worker.request({"op": "kernels", "inputs": [t.cpu() if isinstance(t, torch.Tensor) else t for t in inputs],
                             "calls": 2}, timeout=args.call_timeout, what="profiling the solution's kernels (--strict)")
     names = [k["name"] for k in reply["kernels"]]
+    from harness import profile  # here: profile imports this module
+    device = inputs[0].device
+    with torch.no_grad(), torch.random.fork_rng(devices=[device]):  # leave the harness's generators as they were
+        reference_names = [k["name"] for k in profile.profile_kernels(lambda: reference(*inputs), 2, device)]
     failures = [{"defence": "tampering", "message": "while profiling, the solution replaced "
                  + ", ".join(reply["tampered"])}] if reply["tampered"] else []
-    if not integrity.custom_kernels(names):
+    custom = integrity.custom_kernels(names, also_library=reference_names)
+    if not custom:
         shown = "; ".join(n[:70] for n in names[:6]) + ("; ..." if len(names) > 6 else "") or "none at all"
         failures.append({"defence": "strict", "message": "no custom kernel ran: every kernel the forward launched "
-                         f"is a library's (torch/ATen, cuBLAS, cuDNN, CUTLASS, inductor Triton, copies): {shown}"})
-    return failures
+                         "is a library's (torch/ATen, cuBLAS, cuDNN, CUTLASS, inductor Triton, copies) or one the "
+                         f"reference's eager forward launches too: {shown}"})
+    return failures, custom
 
 
 def run_check(args, progress=None, log=print) -> tuple:
@@ -203,7 +211,9 @@ def run_check(args, progress=None, log=print) -> tuple:
                 return verdict, EXIT_INCORRECT
             if getattr(args, "strict", False):
                 inputs = problem.make_inputs(ref_module, args.seed, device, {})
-                verdict["failures"] += strict_failures(worker, inputs, args)
+                reference = problem.build_reference(ref_module, init_args, args.seed, device)
+                failures, verdict["custom_kernels"] = strict_failures(worker, inputs, args, reference)
+                verdict["failures"] += failures
             for s, shape in enumerate(shape_list(ref_module, args.batch_sizes)):
                 label = shape_label(ref_module, shape)
                 entry = {"shape": label, "trials_passed": 0, "failures": [], "errors": {}}

@@ -8,12 +8,13 @@ holds alternatives: the verdict passes the case when any named defence contains 
 (errors are named 'error:<kind>'). The harness itself must never print a traceback.
 See tests/adversarial/README.md for what each defence catches and how.
 """
+import json
 import os
 
 import pytest
 
 from harness import integrity, timing
-from tests.harness_run import named_defences, run_harness_process
+from tests.harness_run import all_failures, named_defences, run_harness_process
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ADVERSARIAL = os.path.join("tests", "adversarial")
@@ -86,9 +87,26 @@ def run_harness(solution, command, device, _tmp_path=None):
     return r, r.verdict
 
 
+def log_case(solution, command, device, proc, verdict):
+    """With ADVERSARIAL_LOG=FILE set, append one JSON line per case: what the harness decided and why
+    (tools/verdict_table.py turns the file into the case -> verdict -> reason table)."""
+    path = os.environ.get("ADVERSARIAL_LOG")
+    if not path:
+        return
+    failures = [f"{f['defence']}: {f['message']}" for f in all_failures(verdict)] if verdict else []
+    if verdict and verdict.get("error"):
+        failures.append(f"error:{verdict['error']['kind']}: {verdict['error']['message']}")
+    line = {"solution": os.path.basename(solution), "command": command[0], "device": device,
+            "strict": "--strict" in command, "exit_code": proc.returncode,
+            "defences": named_defences(verdict) if verdict else [], "reasons": failures}
+    with open(path, "a") as f:  # one short write per line: safe with pytest-xdist workers appending
+        f.write(json.dumps(line) + "\n")
+
+
 @pytest.mark.parametrize("solution, command, device, exit_code, expect", CASES)
 def test_harness_verdict(solution, command, device, exit_code, expect, tmp_path):
     proc, verdict = run_harness(solution, command, device, tmp_path)
+    log_case(solution, command, device, proc, verdict)
     shown = f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr, shown
     assert proc.returncode == exit_code, shown
@@ -104,6 +122,7 @@ def test_harness_verdict(solution, command, device, exit_code, expect, tmp_path)
 def test_device_assert_is_reported_not_raised(tmp_path):
     """A device-side assert poisons the worker's CUDA context; the harness survives and says so."""
     proc, verdict = run_harness(os.path.join(ADVERSARIAL, "device_assert.py"), CHECK, "cuda", tmp_path)
+    log_case("device_assert.py", CHECK, "cuda", proc, verdict)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
     assert verdict["error"]["kind"] in ("error", "crash")
     assert "assert" in verdict["error"]["message"] + verdict["error"]["detail"]
@@ -147,6 +166,11 @@ def test_static_scan_warns_about_reaching_into_the_process():
     ("triton_per_fused_binary_cross_entropy_sum_1", False),
     ("Memcpy DtoH (Device -> Pinned)", False),
     ("Memset (Device)", False),
+    # seen in eager's forward on the H200 (torch 2.11, cuBLAS 13):
+    ("void sgemm_largek_lds64<true, false, 5, 5, 4, 4, 4, 34>(float*, float const*, float const*, int)", False),
+    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(cutlass_80_simt_sgemm_64x64_8x5_tn_align1::Params)", False),
+    ("void cublasLt::epilogue::impl::globalKernel<8, 32, float, float, float, true, true, 1>(int, int, long)", False),
+    ("void scal_kernel<float, float, 1, true, 6, 5, 5, 3>(cublasTransposeParams<float>, float const*, float*)", False),
     ("vae_elbo_kernel(float const*, float const*, float*, int)", True),
     ("void draw_noise_kernel(float*, long, at::PhiloxCudaState, unsigned long)", True),
     ("void (anonymous namespace)::fused_vae<8>(float const*)", True),
@@ -154,6 +178,14 @@ def test_static_scan_warns_about_reaching_into_the_process():
 ])
 def test_strict_kernel_name_rule(name, custom):
     assert integrity.custom_kernels([name]) == ([name] if custom else [])
+
+
+def test_strict_counts_the_references_kernels_as_library():
+    unknown = "void some_new_library_kernel<4>(float const*)"
+    mine = "vae_elbo_kernel(float const*, float*)"
+    assert integrity.custom_kernels([unknown, mine]) == [unknown, mine]
+    assert integrity.custom_kernels([unknown, mine], also_library=[unknown]) == [mine]
+    assert integrity.custom_kernels([unknown], also_library=[unknown]) == []
 
 
 @pytest.mark.parametrize("line, severity", [
