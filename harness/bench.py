@@ -68,17 +68,29 @@ def reference_callables(kind: str, model, inputs, device, progress=None):
     raise ValueError(kind)
 
 
-def time_reference(kind, model, inputs, device, args, progress=None) -> dict:
-    domains = [problem.input_domain(t) for t in inputs]
-    gen = torch.Generator(device=device).manual_seed(args.seed)
-    fn = reference_callables(kind, model, inputs, device, progress)
-    if progress:
-        progress(f"timing {LABELS[kind]}")
-    before = lambda _i: problem.refresh_inputs_(inputs, domains, gen)
-    if device.type == "cuda":
-        return timing.time_cuda(fn, device=device, iters=args.iters, warmup=args.warmup,
-                                before_each=before, flush_l2=args.flush_l2)
-    return timing.time_cpu(fn, iters=args.iters, warmup=args.warmup, before_each=before)
+class ReferenceTimer:
+    """One reference implementation, ready to time in rounds: its callable is built (and compiled)
+    once, on its own copy of the inputs, refreshed before every call from its own generator."""
+
+    def __init__(self, kind, model, inputs, device, args, progress=None):
+        self.kind, self.device, self.args = kind, device, args
+        self.inputs = [t.clone() for t in inputs]
+        self.domains = [problem.input_domain(t) for t in self.inputs]
+        self.gen = torch.Generator(device=device).manual_seed(args.seed)
+        self.fn = reference_callables(kind, model, self.inputs, device, progress)
+
+    def time(self, iters: int) -> dict:
+        before = lambda _i: problem.refresh_inputs_(self.inputs, self.domains, self.gen)
+        if self.device.type == "cuda":
+            return timing.time_cuda(self.fn, device=self.device, iters=iters, warmup=self.args.warmup,
+                                    before_each=before, flush_l2=self.args.flush_l2)
+        return timing.time_cpu(self.fn, iters=iters, warmup=self.args.warmup, before_each=before)
+
+
+def split_rounds(iters: int, rounds: int) -> list:
+    """`iters` calls as `rounds` nearly equal rounds (fewer rounds when there are fewer calls)."""
+    rounds = max(1, min(rounds, iters))
+    return [iters // rounds + (1 if r < iters % rounds else 0) for r in range(rounds)]
 
 
 def measure_ceilings(device) -> dict:
@@ -140,6 +152,23 @@ def environment(device) -> dict:
     return env
 
 
+def prepare_references(ref, inputs, device, args, skip, verdict, progress) -> dict:
+    """A ReferenceTimer for each implementation to time; one that cannot be built (torch.compile
+    failing, say) is recorded as skipped with the reason."""
+    timers = {}
+    for kind in IMPLEMENTATIONS:
+        if kind in skip:
+            continue
+        if device.type != "cuda" and kind != "eager":
+            verdict["results"][kind] = {"skipped": "needs a CUDA device"}
+            continue
+        try:
+            timers[kind] = ReferenceTimer(kind, ref, inputs, device, args, progress)
+        except Exception as e:
+            verdict["results"][kind] = {"skipped": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    return timers
+
+
 def run_bench(args, progress=None, worker=None, shape=None) -> tuple:
     """`worker`: one already loaded with this shape's init args, to reuse (a sweep keeps one for all
     its sizes); `shape`: size overrides (default: --batch-size)."""
@@ -183,50 +212,62 @@ def run_bench(args, progress=None, worker=None, shape=None) -> tuple:
             if getattr(args, "strict", False):
                 failures, verdict["custom_kernels"] = check.strict_failures(worker, inputs, args, ref)
                 verdict["failures"] += failures
-            if progress:
-                progress("timing the solution")
-            reply = worker.request({"op": "time", "inputs": [t.cpu() if isinstance(t, torch.Tensor) else t
-                                                              for t in inputs],
-                                    "seed": args.seed, "iters": args.iters, "warmup": args.warmup,
-                                    "flush_l2": args.flush_l2, "checkpoints": 4},
-                                   timeout=args.call_timeout + args.iters * 1.0, what="timing the solution")
+            with torch.no_grad():
+                timers = prepare_references(ref, inputs, device, args, skip, verdict, progress)
+            solution_rounds, reference_rounds, checkpoints, tampered = [], {kind: [] for kind in timers}, [], set()
+            split = split_rounds(args.iters, getattr(args, "rounds", 5))
+            verdict["rounds"] = len(split)
+            for r, iters in enumerate(split):
+                if progress:
+                    progress(f"timing round {r + 1}/{len(split)}: the solution")
+                reply = worker.request({"op": "time", "inputs": [t.cpu() if isinstance(t, torch.Tensor) else t
+                                                                  for t in inputs],
+                                        "seed": args.seed + 7919 * r, "iters": iters, "warmup": args.warmup,
+                                        "flush_l2": args.flush_l2, "checkpoints": max(1, 4 // len(split)),
+                                        "warm_seconds": 1.0 if r == 0 else 0.1},
+                                       timeout=args.call_timeout + iters * 1.0, what="timing the solution")
+                solution_rounds.append(reply["stats"])
+                checkpoints += reply["checkpoints"]
+                tampered.update(reply["tampered"])
+                with torch.no_grad():
+                    if device.type == "cuda" and r == 0:
+                        timing.warm_clock(device)
+                    for kind, timer in list(timers.items()):
+                        if progress:
+                            progress(f"timing round {r + 1}/{len(split)}: {LABELS[kind]}")
+                        try:
+                            reference_rounds[kind].append(timer.time(iters))
+                        except Exception as e:  # a reference implementation failing is not the solution's fault
+                            verdict["results"][kind] = {"skipped": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+                            del timers[kind], reference_rounds[kind]
+                if progress:
+                    progress(None)
     except SolutionFailure as f:
         verdict["error"] = {"kind": f.kind, "message": f.message, "detail": f.detail}
         return verdict, EXIT_SOLUTION_ERROR
-    stats = reply["stats"]
+    stats = timing.merge_rounds(solution_rounds)
+    stats["sm_clock_mhz_before"] = solution_rounds[0].get("sm_clock_mhz_before")
+    stats["sm_clock_mhz_after"] = solution_rounds[-1].get("sm_clock_mhz_after")
     verdict["results"]["solution"] = stats
-    if reply["tampered"]:
+    for kind, rounds in reference_rounds.items():
+        verdict["results"][kind] = timing.merge_rounds(rounds)
+    if tampered:
         verdict["failures"].append({"defence": "tampering", "message": "during timing the solution replaced "
-                                    + ", ".join(reply["tampered"])})
+                                    + ", ".join(sorted(tampered))})
     suspect = timing.side_stream_suspect(stats) if device.type == "cuda" else ""
     if suspect:
         verdict["failures"].append({"defence": "side stream", "message": suspect})
-    verdict["failures"] += verify_checkpoints(reply["checkpoints"], ref, device, args)
-    with torch.no_grad():
-        if device.type == "cuda":
-            timing.warm_clock(device)
-        for kind in IMPLEMENTATIONS:
-            if kind in skip:
-                continue
-            if device.type != "cuda" and kind != "eager":
-                verdict["results"][kind] = {"skipped": "needs a CUDA device"}
-                continue
-            try:
-                verdict["results"][kind] = time_reference(kind, ref, [t.clone() for t in inputs], device, args,
-                                                          progress)
-            except Exception as e:
-                verdict["results"][kind] = {"skipped": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
-            if progress:
-                progress(None)
-        if device.type == "cuda":
+    verdict["failures"] += verify_checkpoints(checkpoints, ref, device, args)
+    if device.type == "cuda":
+        with torch.no_grad():
             outputs = ref(*inputs)
             floor = roofline_floor_us(problem.count_flops(ref, inputs), problem.count_min_bytes(ref, inputs, outputs),
                                       measure_ceilings(device), args.flush_l2)
-            verdict["roofline"] = floor
-            if stats["median_us"] < floor["floor_us"]:
-                verdict["failures"].append({"defence": "speed sanity", "message": (
-                    f"the solution's {stats['median_us']:.2f} µs is below the roofline floor "
-                    f"{floor['floor_us']:.2f} µs: impossible, so its timing missed work")})
+        verdict["roofline"] = floor
+        if stats["median_us"] < floor["floor_us"]:
+            verdict["failures"].append({"defence": "speed sanity", "message": (
+                f"the solution's {stats['median_us']:.2f} µs is below the roofline floor "
+                f"{floor['floor_us']:.2f} µs: impossible, so its timing missed work")})
     for kind, r in verdict["results"].items():
         if kind != "solution" and "median_us" in r:
             r["speedup"] = r["median_us"] / stats["median_us"]

@@ -51,7 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="batch sizes beyond the default inputs (default 1,7,127,129,1000,4096)")
     b = sub.add_parser("bench", parents=[common], help="time the solution against eager, compile and graphs")
     b.add_argument("--iters", type=_positive_int, default=200, help="timed calls per implementation")
-    b.add_argument("--warmup", type=int, default=20, help="untimed calls first")
+    b.add_argument("--warmup", type=int, default=20, help="untimed calls first (in every round)")
+    b.add_argument("--rounds", type=_positive_int, default=5,
+                   help="split the timed calls into this many rounds, alternating the solution and the "
+                        "references, so that slow spells of the machine fall on all alike (default 5)")
     b.add_argument("--flush-l2", action="store_true", help="flush the L2 before every timed call")
     b.add_argument("--batch-size", type=_positive_int, help="override the reference's batch_size")
     b.add_argument("--skip", default="", help="comma-separated implementations not to time "

@@ -97,8 +97,9 @@ def format_bench(verdict: dict, exit_code: int) -> str:
     env = verdict.get("environment", {})
     lines = [f"bench: {verdict['solution']} on {env.get('gpu', env.get('device'))}, {verdict['shape']}, "
              f"torch {env.get('torch')}, TF32 {'on' if env.get('tf32_matmul') else 'off'}",
-             f"method: {verdict['iters']} timed calls after {verdict['warmup']} warm-up calls, CUDA events around "
-             f"each call with a device-wide sync between calls{', L2 flushed before each' if verdict['flush_l2'] else ''}; "
+             f"method: {verdict['iters']} timed calls each in {verdict.get('rounds', 1)} round(s) alternating the "
+             f"solution and the references, {verdict['warmup']} warm-up calls per round, CUDA events around each "
+             f"call with a device-wide sync between calls{', L2 flushed before each' if verdict['flush_l2'] else ''}; "
              "inputs refreshed before every call"]
     if verdict.get("error"):
         e = verdict["error"]

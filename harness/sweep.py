@@ -77,7 +77,7 @@ def estimate_call_us(model, inputs, device) -> float:
 
 
 class _Prefixed:
-    """Progress lines as 'sweep 3/7: batch_size=1024, timing reference eager'."""
+    """Progress lines as "sweep 3/7: batch_size=1024, timing round 1/5: reference eager"."""
 
     def __init__(self, progress):
         self.progress, self.prefix = progress, ""

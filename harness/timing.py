@@ -103,7 +103,25 @@ def time_cuda(fn, *, device, iters: int, warmup: int, before_each=None, flush_l2
     result.update({"wall_median_us": statistics.median(wall_us),
                    "leftover_median_us": statistics.median(leftover_us),
                    "leftover_max_us": max(leftover_us), "idle_leftover_us": idle_us,
-                   "back_to_back_us": back_to_back_us, "flush_l2": bool(flush_l2)})
+                   "back_to_back_us": back_to_back_us, "flush_l2": bool(flush_l2),
+                   "samples_us": event_us, "wall_samples_us": wall_us, "leftover_samples_us": leftover_us})
+    return result
+
+
+def merge_rounds(rounds: list) -> dict:
+    """One implementation's statistics from several rounds of timing, its samples pooled: bench
+    alternates rounds of the solution and of the references, so that slow spells of the machine
+    (the H200's host swung eager's median between 310 and 620 µs from one run to the next) fall on
+    all of them alike."""
+    pooled = lambda key: [x for r in rounds for x in r[key]]
+    result = summarize(pooled("samples_us"))
+    leftover = pooled("leftover_samples_us")
+    result.update({"wall_median_us": statistics.median(pooled("wall_samples_us")),
+                   "leftover_median_us": statistics.median(leftover), "leftover_max_us": max(leftover),
+                   "idle_leftover_us": statistics.median(r.get("idle_leftover_us", 0.0) for r in rounds),
+                   "back_to_back_us": sum(r["back_to_back_us"] * r["n"] for r in rounds) / result["n"],
+                   "flush_l2": rounds[0]["flush_l2"], "rounds": len(rounds),
+                   "samples_us": pooled("samples_us")})
     return result
 
 
@@ -153,7 +171,8 @@ def time_cpu(fn, *, iters: int, warmup: int, before_each=None, progress=None, cl
             progress(i + 1, iters)
     result = summarize(samples)
     result.update({"wall_median_us": result["median_us"], "leftover_median_us": 0.0, "leftover_max_us": 0.0,
-                   "back_to_back_us": result["mean_us"], "flush_l2": False})
+                   "back_to_back_us": result["mean_us"], "flush_l2": False, "samples_us": samples,
+                   "wall_samples_us": samples, "leftover_samples_us": [0.0] * len(samples)})
     return result
 
 

@@ -70,7 +70,6 @@ ANY_DEVICE = [
 GPU_ONLY = [
     ("empty_outputs", CHECK, 1, "allclose"),
     ("stale_empty", CHECK, 1, "allclose"),
-    ("side_stream", BENCH + ["--iters", "50"], 1, "side stream"),
     ("honest_compiled", CHECK + ["--trials", "2", "--call-timeout", "600"], 0, ()),
     ("honest_compiled", CHECK + ["--strict", "--call-timeout", "600"], 1, "strict"),
     ("tests/solutions/eager_copy.py", CHECK + ["--strict"], 1, "strict"),
@@ -116,6 +115,24 @@ def test_harness_verdict(solution, command, device, exit_code, expect, tmp_path)
         assert names == [], shown
     else:
         assert any(e in n for e in expect for n in names), f"expected one of {expect}, got {names}\n{shown}"
+
+
+@gpu
+def test_side_stream_is_caught_or_timed_in_full(tmp_path):
+    """The exploit hides its work from the caller's stream. Usually the events then miss it and the
+    side-stream rule fires. On the H200 it sometimes did not hide anything: the end event waited for
+    the side stream's work (event median 1313 µs against 1134 µs per call back to back), so the timing
+    was honest and nothing fired. Either outcome is correct; a fast time with the work hidden is not."""
+    command = BENCH + ["--iters", "50"]
+    proc, verdict = run_harness(os.path.join(ADVERSARIAL, "side_stream.py"), command, "cuda", tmp_path)
+    log_case("side_stream.py", command, "cuda", proc, verdict)
+    shown = proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and proc.returncode in (0, 1), shown
+    if proc.returncode == 1:
+        assert named_defences(verdict) == ["side stream"], shown
+    else:
+        stats = verdict["results"]["solution"]
+        assert stats["median_us"] >= 0.9 * stats["back_to_back_us"], shown
 
 
 @gpu

@@ -117,6 +117,32 @@ def test_bench_cpu_table_and_speedup():
     assert "reference eager" in out and "solution speedup" in out
 
 
+def test_bench_alternates_rounds_and_pools_them():
+    code, verdict, out = run_harness("bench", "--device", "cpu", "--iters", "7", "--rounds", "3", "--warmup", "1",
+                                     "--solution", solution("eager_copy.py"))
+    assert code == 0, out
+    assert verdict["rounds"] == 3 and "in 3 round(s) alternating" in out
+    for kind in ("solution", "eager"):
+        r = verdict["results"][kind]
+        assert r["n"] == 7 and r["rounds"] == 3 and len(r["samples_us"]) == 7
+        assert r["median_us"] == pytest.approx(sorted(r["samples_us"])[3])
+
+
+def test_split_and_merge_rounds():
+    from harness.bench import split_rounds
+    from harness.timing import merge_rounds
+    assert split_rounds(200, 5) == [40] * 5 and split_rounds(7, 5) == [2, 2, 1, 1, 1] and split_rounds(2, 5) == [1, 1]
+
+    def rnd(samples, b2b):
+        return {"samples_us": samples, "wall_samples_us": [x + 1 for x in samples], "n": len(samples),
+                "leftover_samples_us": [0.5] * len(samples), "idle_leftover_us": 0.25,
+                "back_to_back_us": b2b, "flush_l2": False}
+    m = merge_rounds([rnd([3.0, 1.0, 2.0], 10.0), rnd([30.0, 20.0], 20.0)])
+    assert (m["n"], m["median_us"], m["min_us"], m["max_us"], m["rounds"]) == (5, 3.0, 1.0, 30.0, 2)
+    assert m["wall_median_us"] == 4.0 and m["leftover_median_us"] == 0.5 and m["idle_leftover_us"] == 0.25
+    assert m["back_to_back_us"] == pytest.approx((3 * 10.0 + 2 * 20.0) / 5)
+
+
 def test_bench_refuses_incorrect_solution():
     code, verdict, out = run_harness("bench", "--device", "cpu", "--iters", "5", "--solution", solution("wrong_math.py"))
     assert code == 1 and "solution" not in verdict["results"]

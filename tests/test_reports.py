@@ -234,8 +234,8 @@ def test_sweep_progress_lines(tmp_path):
                                       "batch_size=1,7", "--iters", "2", "--warmup", "1", "--out-dir", str(tmp_path)])
     data, code = sweep.run_sweep(args, progress=seen.append)
     assert code == 0
-    assert "sweep 1/2: batch_size=1, timing reference eager" in seen
-    assert "sweep 2/2: batch_size=7, timing the solution" in seen
+    assert "sweep 1/2: batch_size=1, timing round 1/2: reference eager" in seen
+    assert "sweep 2/2: batch_size=7, timing round 2/2: the solution" in seen
     assert seen[-1] is None                                # the line is cleared at the end
 
 

@@ -11,7 +11,7 @@
 set -uo pipefail
 OUT="${OUT:-/tmp/gpu_out}"; mkdir -p "$OUT" results
 export PYTHONUNBUFFERED=1 ADVERSARIAL_LOG="$OUT/cases.jsonl"
-TIMING='bench and cuda'  # test ids of the adversarial bench cases on the GPU
+TIMING='(bench and cuda) or side_stream_is'  # the adversarial bench cases on the GPU
 declare -a SUMMARY
 run_stage() {  # name, limit_s, command...
   local name=$1 limit=$2; shift 2
