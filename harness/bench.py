@@ -87,6 +87,14 @@ class ReferenceTimer:
         return timing.time_cpu(self.fn, iters=iters, warmup=self.args.warmup, before_each=before)
 
 
+def pinned_cpu(choice, device):
+    """The CPU both processes time from (--pin-cpu), or None: not pinned ('off', or --device cpu,
+    where pinning would take the threads of the computation itself)."""
+    if device.type != "cuda" or choice == "off":
+        return None
+    return timing.timing_cpu() if choice == "auto" else choice
+
+
 def split_rounds(iters: int, rounds: int) -> list:
     """`iters` calls as `rounds` nearly equal rounds (fewer rounds when there are fewer calls)."""
     rounds = max(1, min(rounds, iters))
@@ -217,6 +225,7 @@ def run_bench(args, progress=None, worker=None, shape=None) -> tuple:
             solution_rounds, reference_rounds, checkpoints, tampered = [], {kind: [] for kind in timers}, [], set()
             split = split_rounds(args.iters, getattr(args, "rounds", 5))
             verdict["rounds"] = len(split)
+            cpu = verdict["cpu"] = pinned_cpu(getattr(args, "pin_cpu", "auto"), device)
             for r, iters in enumerate(split):
                 if progress:
                     progress(f"timing round {r + 1}/{len(split)}: the solution")
@@ -224,12 +233,12 @@ def run_bench(args, progress=None, worker=None, shape=None) -> tuple:
                                                                   for t in inputs],
                                         "seed": args.seed + 7919 * r, "iters": iters, "warmup": args.warmup,
                                         "flush_l2": args.flush_l2, "checkpoints": max(1, 4 // len(split)),
-                                        "warm_seconds": 1.0 if r == 0 else 0.1},
+                                        "warm_seconds": 1.0 if r == 0 else 0.1, "cpu": cpu},
                                        timeout=args.call_timeout + iters * 1.0, what="timing the solution")
                 solution_rounds.append(reply["stats"])
                 checkpoints += reply["checkpoints"]
                 tampered.update(reply["tampered"])
-                with torch.no_grad():
+                with torch.no_grad(), timing.pinned_to(cpu):
                     if device.type == "cuda" and r == 0:
                         timing.warm_clock(device)
                     for kind, timer in list(timers.items()):

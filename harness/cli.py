@@ -1,5 +1,6 @@
 """The command line: `python -m harness check|bench|profile [options]`."""
 import argparse
+import os
 import sys
 
 from harness import EXIT_USAGE, UsageError, report
@@ -20,6 +21,19 @@ def _positive_int(text):
     if v < 1:
         raise argparse.ArgumentTypeError("must be >= 1")
     return v
+
+
+def _pin_cpu(text):
+    if text in ("auto", "off"):
+        return text
+    try:
+        cpu = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a CPU number, 'auto' or 'off', got {text!r}")
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    if cpu not in allowed:
+        raise argparse.ArgumentTypeError(f"CPU {cpu} is not one this process may run on: {sorted(allowed)}")
+    return cpu
 
 
 STRICT_HELP = ("leaderboard mode (CUDA only): also fail when the forward launches no kernel of its own, only "
@@ -52,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", parents=[common], help="time the solution against eager, compile and graphs")
     b.add_argument("--iters", type=_positive_int, default=200, help="timed calls per implementation")
     b.add_argument("--warmup", type=int, default=20, help="untimed calls first (in every round)")
+    b.add_argument("--pin-cpu", type=_pin_cpu, default="auto",
+                   help="host CPU that the harness and the solution both launch from while timing: a number, "
+                        "'auto' (the highest this process may use; default) or 'off'")
     b.add_argument("--rounds", type=_positive_int, default=5,
                    help="split the timed calls into this many rounds, alternating the solution and the "
                         "references, so that slow spells of the machine fall on all alike (default 5)")

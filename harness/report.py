@@ -100,7 +100,9 @@ def format_bench(verdict: dict, exit_code: int) -> str:
              f"method: {verdict['iters']} timed calls each in {verdict.get('rounds', 1)} round(s) alternating the "
              f"solution and the references, {verdict['warmup']} warm-up calls per round, CUDA events around each "
              f"call with a device-wide sync between calls{', L2 flushed before each' if verdict['flush_l2'] else ''}; "
-             "inputs refreshed before every call"]
+             "inputs refreshed before every call"
+             + (f"; the harness and the solution both timed from CPU {verdict['cpu']}" if verdict.get("cpu") is not None
+                else "")]
     if verdict.get("error"):
         e = verdict["error"]
         lines += ["", f"ERROR ({e['kind']}): {e['message']}"]

@@ -13,6 +13,8 @@ Method (used for every implementation in one run, so their ratios are comparable
      the whole run divided by the count.
 All timers are captured here when this module is imported, before any solution code runs.
 """
+import contextlib
+import os
 import statistics
 import time
 
@@ -106,6 +108,28 @@ def time_cuda(fn, *, device, iters: int, warmup: int, before_each=None, flush_l2
                    "back_to_back_us": back_to_back_us, "flush_l2": bool(flush_l2),
                    "samples_us": event_us, "wall_samples_us": wall_us, "leftover_samples_us": leftover_us})
     return result
+
+
+def timing_cpu():
+    """The host CPU that both processes time on (the highest one this process may use), or None
+    where threads cannot be pinned."""
+    return max(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
+@contextlib.contextmanager
+def pinned_to(cpu):
+    """Run the calling thread (the one launching the work) on CPU `cpu` only, then restore it. Bench
+    pins the harness and the solution's worker to the same CPU: a launch-bound forward measured in
+    two processes otherwise depends on which core each landed on."""
+    if cpu is None or not hasattr(os, "sched_setaffinity") or cpu not in os.sched_getaffinity(0):
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def merge_rounds(rounds: list) -> dict:

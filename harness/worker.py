@@ -296,7 +296,7 @@ def _time(state, m):
 
     timing.warm_clock(device, m.get("warm_seconds", 1.0))
     clock_before = timing.sm_clock_mhz(device.index or 0) if device.type == "cuda" else None
-    with torch.no_grad():
+    with torch.no_grad(), timing.pinned_to(m.get("cpu")):
         if device.type == "cuda":
             stats = timing.time_cuda(fn, device=device, iters=m["iters"], warmup=m["warmup"],
                                      before_each=before_each, flush_l2=m.get("flush_l2", False))

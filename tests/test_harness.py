@@ -89,6 +89,8 @@ def test_missing_modelnew_is_exit_2(tmp_path):
     (["check", "--device", "cpu", "--reference", "nope.py"], "cannot import reference"),
     (["check", "--device", "cpu", "--batch-sizes", "0,5"], None),
     (["bench", "--device", "cpu", "--skip", "warp"], "unknown implementation"),
+    (["bench", "--device", "cpu", "--pin-cpu", "100000"], "is not one this process may run on"),
+    (["bench", "--device", "cpu", "--pin-cpu", "first"], "expected a CPU number, 'auto' or 'off'"),
     (["frobnicate"], None),
 ])
 def test_usage_errors_exit_3(argv, needle, capsys):
@@ -141,6 +143,25 @@ def test_split_and_merge_rounds():
     assert (m["n"], m["median_us"], m["min_us"], m["max_us"], m["rounds"]) == (5, 3.0, 1.0, 30.0, 2)
     assert m["wall_median_us"] == 4.0 and m["leftover_median_us"] == 0.5 and m["idle_leftover_us"] == 0.25
     assert m["back_to_back_us"] == pytest.approx((3 * 10.0 + 2 * 20.0) / 5)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux thread affinity")
+def test_pinned_to_pins_and_restores():
+    from harness.timing import pinned_to, timing_cpu
+    before, cpu = os.sched_getaffinity(0), timing_cpu()
+    with pinned_to(cpu):
+        assert os.sched_getaffinity(0) == {cpu}
+    assert os.sched_getaffinity(0) == before
+    with pinned_to(max(before) + 1):  # not allowed here: left alone
+        assert os.sched_getaffinity(0) == before
+
+
+def test_pinned_cpu_choice():
+    from harness.bench import pinned_cpu
+    from harness.timing import timing_cpu
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert pinned_cpu("auto", cuda) == timing_cpu() and pinned_cpu(0, cuda) == 0
+    assert pinned_cpu("off", cuda) is None and pinned_cpu("auto", cpu) is None and pinned_cpu(0, cpu) is None
 
 
 def test_bench_refuses_incorrect_solution():

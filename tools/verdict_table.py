@@ -20,16 +20,17 @@ def rows(lines):
 
 
 def table(cases) -> str:
-    out = ["| solution | command | device | exit | verdict | reason (first named defence) |",
-           "|---|---|---|---|---|---|"]
+    out = ["| solution | command | device | exit | verdict | defences named | first reason |",
+           "|---|---|---|---|---|---|---|"]
     for c in cases:
         command = c["command"] + (" --strict" if c["strict"] else "")
         reason = c["reasons"][0] if c["reasons"] else "—"
         reason = reason.replace("|", "\\|").replace("\n", " ")
-        if len(reason) > 160:
-            reason = reason[:157] + "..."
+        if len(reason) > 120:
+            reason = reason[:117] + "..."
+        named = ", ".join(dict.fromkeys(c["defences"])) or "—"
         out.append(f"| {c['solution']} | {command} | {c['device']} | {c['exit_code']} | "
-                   f"{VERDICTS.get(c['exit_code'], c['exit_code'])} | {reason} |")
+                   f"{VERDICTS.get(c['exit_code'], c['exit_code'])} | {named} | {reason} |")
     return "\n".join(out)
 
 
