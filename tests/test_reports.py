@@ -403,3 +403,21 @@ def test_kernelbench_protocol_bench_speedup(monkeypatch, tmp_path):
     assert t["solution"]["n"] == 5 and t["reference_no_grad"]["n"] == 5
     assert t["speedup"] == pytest.approx(t["reference_no_grad"]["mean_us"] / t["solution"]["mean_us"])
     assert kb["correct"] is False and kb["reseeded"]["ok"] is True
+
+
+def test_verdict_table_keeps_the_last_run_of_a_case_and_escapes_pipes():
+    import json
+    from tools.verdict_table import rows, table
+    first = {"solution": "side_stream.py", "command": "bench", "device": "cuda", "strict": False, "exit_code": 0,
+             "defences": [], "reasons": []}
+    rerun = dict(first, exit_code=1, defences=["side stream", "side stream"],
+                 reasons=["side stream: waited 689.7 µs | idle 7.2 µs"])
+    strict = {"solution": "eager_copy.py", "command": "check", "device": "cuda", "strict": True, "exit_code": 1,
+              "defences": ["strict"], "reasons": ["strict: no custom kernel ran"]}
+    cases = rows([json.dumps(first), json.dumps(strict), json.dumps(rerun)])
+    assert [c["solution"] for c in cases] == ["eager_copy.py", "side_stream.py"] and cases[1]["exit_code"] == 1
+    lines = table(cases).splitlines()
+    assert lines[2] == ("| eager_copy.py | check --strict | cuda | 1 | FAIL (incorrect) | strict | "
+                        "strict: no custom kernel ran |")
+    assert lines[3] == ("| side_stream.py | bench | cuda | 1 | FAIL (incorrect) | side stream | "
+                        "side stream: waited 689.7 µs \\| idle 7.2 µs |")
