@@ -262,10 +262,14 @@ class _InputRefresher:
             self.current = [t.clone() if isinstance(t, torch.Tensor) else t for t in self.current]
         problem.refresh_inputs_(self.current, self.domains, self.gen)
         if (index_in_run + 1) % self.segment_len == 0:
-            seed = self.seed * 1000 + len(self.checkpoints) + 1
-            torch.manual_seed(seed)
-            self.pending = {"seed": seed, "inputs": [t.detach().to("cpu") if isinstance(t, torch.Tensor) else t
-                                                     for t in self.current]}
+            self.arm()
+
+    def arm(self):
+        """Make the next call a checkpoint: its seed and inputs are recorded, its output kept."""
+        seed = self.seed * 1000 + len(self.checkpoints) + 1
+        torch.manual_seed(seed)
+        self.pending = {"seed": seed, "inputs": [t.detach().to("cpu") if isinstance(t, torch.Tensor) else t
+                                                 for t in self.current]}
 
     def keep(self, out):
         """Called with every timed call's output: holds the first one after a checkpoint was armed."""
@@ -303,6 +307,11 @@ def _time(state, m):
         else:
             stats = timing.time_cpu(fn, iters=m["iters"], warmup=m["warmup"], before_each=before_each)
         refresher.collect()
+        if not refresher.checkpoints:  # too few calls to reach one (--iters 1, say): one more, untimed
+            problem.refresh_inputs_(refresher.current, refresher.domains, refresher.gen)
+            refresher.arm()
+            fn()
+            refresher.collect()
     stats["sm_clock_mhz_before"] = clock_before
     stats["sm_clock_mhz_after"] = timing.sm_clock_mhz(device.index or 0) if device.type == "cuda" else None
     return {"stats": stats, "checkpoints": refresher.checkpoints, "tampered": integrity.tampered(state["snapshot"])}

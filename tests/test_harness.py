@@ -130,6 +130,17 @@ def test_bench_alternates_rounds_and_pools_them():
         assert r["median_us"] == pytest.approx(sorted(r["samples_us"])[3])
 
 
+@pytest.mark.parametrize("name, exit_code", [("eager_copy.py", 0), ("pointer_cache.py", 1)])
+def test_bench_with_one_call_still_rechecks_a_result(name, exit_code):
+    """One timed call and no warm-up reach no checkpoint in the timed loop; the worker then checks one
+    more call, untimed, so an honest solution is not refused ('no timed call could be re-checked')
+    and a cache keyed on the input pointer is still caught."""
+    code, verdict, out = run_harness("bench", "--device", "cpu", "--iters", "1", "--warmup", "0",
+                                     "--solution", solution(name))
+    assert code == exit_code, out
+    assert [f["defence"] for f in verdict["failures"]] == ([] if exit_code == 0 else ["caching/replay"]), out
+
+
 def test_split_and_merge_rounds():
     from harness.bench import split_rounds
     from harness.timing import merge_rounds
