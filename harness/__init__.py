@@ -21,6 +21,7 @@ EXIT_PASS = 0
 EXIT_INCORRECT = 1
 EXIT_SOLUTION_ERROR = 2
 EXIT_USAGE = 3
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT; a sweep still writes the values it finished
 
 
 class UsageError(Exception):

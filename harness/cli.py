@@ -3,7 +3,7 @@ import argparse
 import os
 import sys
 
-from harness import EXIT_USAGE, UsageError, report
+from harness import EXIT_INTERRUPTED, EXIT_USAGE, UsageError, report
 
 
 def _batch_sizes(text: str) -> tuple:
@@ -123,7 +123,7 @@ def main(argv=None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     if args.json:
         verdict["exit_code"] = code
         report.write_json(args.json, verdict)

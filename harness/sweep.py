@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from harness import EXIT_PASS, EXIT_SOLUTION_ERROR, UsageError, check, problem, report
+from harness import EXIT_INTERRUPTED, EXIT_PASS, EXIT_SOLUTION_ERROR, UsageError, check, problem, report
 from harness.bench import IMPLEMENTATIONS, LABELS, run_bench
 from harness.worker import SolutionFailure, Worker
 
@@ -151,6 +151,10 @@ def run_sweep(args, progress=None) -> tuple:
             data["environment"] = data["environment"] or verdict.get("environment")
             data["rows"].append(row_from_bench(value, verdict, code, iters, run_args.warmup))
             worst = max(worst, code)
+            save_rows_so_far(data, getattr(args, "out_dir", None))
+    except KeyboardInterrupt:  # keep what was measured: the caller writes and prints the rows done
+        data["interrupted"] = f"interrupted (Ctrl-C) after {len(data['rows'])} of {len(values)} values"
+        worst = EXIT_INTERRUPTED
     finally:
         if worker is not None:
             worker.close()
@@ -217,7 +221,10 @@ def format_sweep(data: dict, exit_code: int) -> str:
         lines += [f"wrote {path}" for path in files.values() if path]
     if data.get("plot_note"):
         lines.append(data["plot_note"])
-    word = {0: "PASS", 1: "FAIL", 2: "ERROR (the solution could not be loaded, built or run at some value)"}
+    if data.get("interrupted"):
+        lines += ["", data["interrupted"] + "; the rows above are complete"]
+    word = {0: "PASS", 1: "FAIL", 2: "ERROR (the solution could not be loaded, built or run at some value)",
+            EXIT_INTERRUPTED: "INTERRUPTED"}
     lines += ["", f"{word.get(exit_code, 'ERROR')}: exit {exit_code}"]
     return "\n".join(lines)
 
@@ -278,6 +285,13 @@ def write_plot(data: dict, path: str):
     fig.savefig(path)
     plt.close(fig)
     return path, ""
+
+
+def save_rows_so_far(data: dict, out_dir):
+    """results/sweep_NAME.json after every value, so a sweep killed half-way leaves its rows."""
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+        report.write_json(os.path.join(out_dir, f"sweep_{data['parameter']}.json"), data)
 
 
 def write_outputs(data: dict, out_dir: str) -> dict:

@@ -227,6 +227,26 @@ def test_sweep_unknown_size_is_a_usage_error(tmp_path, capsys):
 
 # ----- progress -----------------------------------------------------------------------------------
 
+def test_sweep_interrupted_keeps_the_values_done(tmp_path):
+    """Ctrl-C during the second value: the first value's row is kept, in the data and in the JSON
+    written after it; the exit code says interrupted and the table says where it stopped."""
+    from harness.cli import build_parser
+    args = build_parser().parse_args(["bench", "--device", "cpu", "--solution", EAGER_COPY, "--sweep",
+                                      "batch_size=1,7", "--iters", "2", "--warmup", "1", "--out-dir", str(tmp_path)])
+
+    def progress(text):
+        if text and text.startswith("sweep 2/2") and "timing" in text:
+            raise KeyboardInterrupt
+
+    data, code = sweep.run_sweep(args, progress=progress)
+    assert code == 130 and [row["value"] for row in data["rows"]] == [1]
+    assert data["interrupted"] == "interrupted (Ctrl-C) after 1 of 2 values"
+    with open(tmp_path / "sweep_batch_size.json") as f:
+        assert [row["value"] for row in json.load(f)["rows"]] == [1]
+    text = sweep.format_sweep(data, code)
+    assert "after 1 of 2 values; the rows above are complete" in text and text.endswith("INTERRUPTED: exit 130")
+
+
 def test_sweep_progress_lines(tmp_path):
     seen = []
     from harness.cli import build_parser
