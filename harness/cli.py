@@ -23,6 +23,20 @@ def _positive_int(text):
     return v
 
 
+def _at_least(kind, low, strict=False):
+    """An argparse type: a `kind` (int or float) >= low, or > low when `strict`."""
+    def convert(text):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}")
+        if v < low or (strict and v == low) or v != v:
+            raise argparse.ArgumentTypeError(f"must be {'>' if strict else '>='} {low:g}, got {text}")
+        return v
+    convert.__name__ = kind.__name__
+    return convert
+
+
 def _pin_cpu(text):
     if text in ("auto", "off"):
         return text
@@ -48,13 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--solution", default="solution.py", help="solution file exposing ModelNew (default solution.py)")
     common.add_argument("--device", default="cuda", help="cuda (default) or cpu for pure-PyTorch solutions")
     common.add_argument("--seed", type=int, default=42, help="base seed; trial seeds derive from it")
-    common.add_argument("--tol", type=float, default=1e-4, help="atol = rtol for allclose (default 1e-4, float32)")
-    common.add_argument("--truth-factor", type=float, default=4.0,
+    common.add_argument("--tol", type=_at_least(float, 0.0), default=1e-4, help="atol = rtol for allclose (default 1e-4, float32)")
+    common.add_argument("--truth-factor", type=_at_least(float, 0.0, strict=True), default=4.0,
                         help="solution error vs float64 truth may be this many times eager float32's (default 4)")
-    common.add_argument("--truth-floor", type=float, default=1e-6,
+    common.add_argument("--truth-floor", type=_at_least(float, 0.0), default=1e-6,
                         help="... plus this relative error (default 1e-6, about 8 float32 ulps)")
-    common.add_argument("--load-timeout", type=float, default=900.0, help="seconds for import and build (default 900)")
-    common.add_argument("--call-timeout", type=float, default=60.0, help="seconds for one request to the solution")
+    common.add_argument("--load-timeout", type=_at_least(float, 0.0, strict=True), default=900.0, help="seconds for import and build (default 900)")
+    common.add_argument("--call-timeout", type=_at_least(float, 0.0, strict=True), default=60.0, help="seconds for one request to the solution")
     common.add_argument("--json", metavar="FILE", help="write the whole verdict as JSON")
     common.add_argument("--quiet", action="store_true", help="no progress line")
     sub = p.add_subparsers(dest="command", required=True)
@@ -65,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="batch sizes beyond the default inputs (default 1,7,127,129,1000,4096)")
     b = sub.add_parser("bench", parents=[common], help="time the solution against eager, compile and graphs")
     b.add_argument("--iters", type=_positive_int, default=200, help="timed calls per implementation")
-    b.add_argument("--warmup", type=int, default=20, help="untimed calls first (in every round)")
+    b.add_argument("--warmup", type=_at_least(int, 0), default=20, help="untimed calls first (in every round)")
     b.add_argument("--pin-cpu", type=_pin_cpu, default="auto",
                    help="host CPU that the harness and the solution both launch from while timing: a number, "
                         "'auto' (the highest this process may use; default) or 'off'")
@@ -95,6 +109,12 @@ def main(argv=None) -> int:
         return EXIT_USAGE if e.code not in (0, None) else 0
     progress = report.Progress(enabled=False if args.quiet else None)
     try:
+        for option in ("solution", "reference"):
+            path = getattr(args, option, None)
+            if path is not None and not os.path.isfile(path):
+                raise UsageError(f"--{option} {path}: {'is a directory' if os.path.isdir(path) else 'no such file'}"
+                                 + (" (the default; run from the repository root or pass --solution)"
+                                    if option == "solution" and path == "solution.py" else ""))
         if args.command == "check":
             from harness.check import run_check
             verdict, code = run_check(args, progress=progress)

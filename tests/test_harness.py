@@ -86,7 +86,14 @@ def test_missing_modelnew_is_exit_2(tmp_path):
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["check", "--device", "cpu", "--reference", "nope.py"], "cannot import reference"),
+    (["check", "--device", "cpu", "--reference", "nope.py"], "--reference nope.py: no such file"),
+    (["check", "--device", "cpu", "--solution", "nope.py"], "--solution nope.py: no such file"),
+    (["bench", "--device", "cpu", "--solution", "tests"], "--solution tests: is a directory"),
+    (["check", "--device", "cpu", "--tol=-1e-4"], "argument --tol: must be >= 0, got -1e-4"),
+    (["check", "--device", "cpu", "--call-timeout", "0"], "argument --call-timeout: must be > 0"),
+    (["check", "--device", "cpu", "--truth-factor", "four"], "argument --truth-factor: expected a number"),
+    (["bench", "--device", "cpu", "--warmup=-1"], "argument --warmup: must be >= 0"),
+    (["bench", "--device", "cpu", "--sweep", "batch_size=1", "--sweep-budget", "0"], "--sweep-budget: must be > 0"),
     (["check", "--device", "cpu", "--batch-sizes", "0,5"], None),
     (["bench", "--device", "cpu", "--skip", "warp"], "unknown implementation"),
     (["bench", "--device", "cpu", "--pin-cpu", "100000"], "is not one this process may run on"),
