@@ -173,8 +173,14 @@ def prepare_references(ref, inputs, device, args, skip, verdict, progress) -> di
         try:
             timers[kind] = ReferenceTimer(kind, ref, inputs, device, args, progress)
         except Exception as e:
-            verdict["results"][kind] = {"skipped": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+            verdict["results"][kind] = skipped_because(e)
     return timers
+
+
+def skipped_because(e: Exception) -> dict:
+    """A reference implementation that could not be built or timed (not the solution's fault)."""
+    first_line = (str(e).splitlines() or [""])[0]
+    return {"skipped": f"{type(e).__name__}: {first_line[:200]}"}
 
 
 def run_bench(args, progress=None, worker=None, shape=None) -> tuple:
@@ -226,11 +232,11 @@ def run_bench(args, progress=None, worker=None, shape=None) -> tuple:
             split = split_rounds(args.iters, getattr(args, "rounds", 5))
             verdict["rounds"] = len(split)
             cpu = verdict["cpu"] = pinned_cpu(getattr(args, "pin_cpu", "auto"), device)
+            host_inputs = [t.cpu() if isinstance(t, torch.Tensor) else t for t in inputs]
             for r, iters in enumerate(split):
                 if progress:
                     progress(f"timing round {r + 1}/{len(split)}: the solution")
-                reply = worker.request({"op": "time", "inputs": [t.cpu() if isinstance(t, torch.Tensor) else t
-                                                                  for t in inputs],
+                reply = worker.request({"op": "time", "inputs": host_inputs,
                                         "seed": args.seed + 7919 * r, "iters": iters, "warmup": args.warmup,
                                         "flush_l2": args.flush_l2, "checkpoints": max(1, 4 // len(split)),
                                         "warm_seconds": 1.0 if r == 0 else 0.1, "cpu": cpu},
@@ -246,8 +252,8 @@ def run_bench(args, progress=None, worker=None, shape=None) -> tuple:
                             progress(f"timing round {r + 1}/{len(split)}: {LABELS[kind]}")
                         try:
                             reference_rounds[kind].append(timer.time(iters))
-                        except Exception as e:  # a reference implementation failing is not the solution's fault
-                            verdict["results"][kind] = {"skipped": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+                        except Exception as e:
+                            verdict["results"][kind] = skipped_because(e)
                             del timers[kind], reference_rounds[kind]
                 if progress:
                     progress(None)

@@ -167,7 +167,7 @@ def strict_failures(worker, inputs, args, reference) -> tuple:
                             "calls": 2}, timeout=args.call_timeout, what="profiling the solution's kernels (--strict)")
     names = [k["name"] for k in reply["kernels"]]
     from harness import profile  # here: profile imports this module
-    device = inputs[0].device
+    device = next(t.device for t in inputs if isinstance(t, torch.Tensor))
     with torch.no_grad(), torch.random.fork_rng(devices=[device]):  # leave the harness's generators as they were
         reference_names = [k["name"] for k in profile.profile_kernels(lambda: reference(*inputs), 2, device)]
     failures = [{"defence": "tampering", "message": "while profiling, the solution replaced "

@@ -16,15 +16,9 @@ def _batch_sizes(text: str) -> tuple:
     return sizes
 
 
-def _positive_int(text):
-    v = int(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError("must be >= 1")
-    return v
-
-
-def _at_least(kind, low, strict=False):
-    """An argparse type: a `kind` (int or float) >= low, or > low when `strict`."""
+def at_least(kind, low, strict=False):
+    """An argparse type: a `kind` (int or float) >= low, or > low when `strict`. The commands'
+    modules (profile, sweep) use it for their options too."""
     def convert(text):
         try:
             v = kind(text)
@@ -35,6 +29,9 @@ def _at_least(kind, low, strict=False):
         return v
     convert.__name__ = kind.__name__
     return convert
+
+
+positive_int = at_least(int, 1)
 
 
 def _pin_cpu(text):
@@ -62,35 +59,35 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--solution", default="solution.py", help="solution file exposing ModelNew (default solution.py)")
     common.add_argument("--device", default="cuda", help="cuda (default) or cpu for pure-PyTorch solutions")
     common.add_argument("--seed", type=int, default=42, help="base seed; trial seeds derive from it")
-    common.add_argument("--tol", type=_at_least(float, 0.0), default=1e-4, help="atol = rtol for allclose (default 1e-4, float32)")
-    common.add_argument("--truth-factor", type=_at_least(float, 0.0, strict=True), default=4.0,
+    common.add_argument("--tol", type=at_least(float, 0.0), default=1e-4, help="atol = rtol for allclose (default 1e-4, float32)")
+    common.add_argument("--truth-factor", type=at_least(float, 0.0, strict=True), default=4.0,
                         help="solution error vs float64 truth may be this many times eager float32's (default 4)")
-    common.add_argument("--truth-floor", type=_at_least(float, 0.0), default=1e-6,
+    common.add_argument("--truth-floor", type=at_least(float, 0.0), default=1e-6,
                         help="... plus this relative error (default 1e-6, about 8 float32 ulps)")
-    common.add_argument("--load-timeout", type=_at_least(float, 0.0, strict=True), default=900.0, help="seconds for import and build (default 900)")
-    common.add_argument("--call-timeout", type=_at_least(float, 0.0, strict=True), default=60.0, help="seconds for one request to the solution")
+    common.add_argument("--load-timeout", type=at_least(float, 0.0, strict=True), default=900.0, help="seconds for import and build (default 900)")
+    common.add_argument("--call-timeout", type=at_least(float, 0.0, strict=True), default=60.0, help="seconds for one request to the solution")
     common.add_argument("--json", metavar="FILE", help="write the whole verdict as JSON")
     common.add_argument("--quiet", action="store_true", help="no progress line")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", parents=[common], help="correctness on several trials and shapes")
-    c.add_argument("--trials", type=_positive_int, default=5)
+    c.add_argument("--trials", type=positive_int, default=5)
     c.add_argument("--strict", action="store_true", help=STRICT_HELP)
     c.add_argument("--batch-sizes", type=_batch_sizes, default=DEFAULT_BATCH_SIZES,
                    help="batch sizes beyond the default inputs (default 1,7,127,129,1000,4096)")
     b = sub.add_parser("bench", parents=[common], help="time the solution against eager, compile and graphs")
-    b.add_argument("--iters", type=_positive_int, default=200, help="timed calls per implementation")
-    b.add_argument("--warmup", type=_at_least(int, 0), default=20, help="untimed calls first (in every round)")
+    b.add_argument("--iters", type=positive_int, default=200, help="timed calls per implementation")
+    b.add_argument("--warmup", type=at_least(int, 0), default=20, help="untimed calls first (in every round)")
     b.add_argument("--pin-cpu", type=_pin_cpu, default="auto",
                    help="host CPU that the harness and the solution both launch from while timing: a number, "
                         "'auto' (the highest this process may use; default) or 'off'")
-    b.add_argument("--rounds", type=_positive_int, default=5,
+    b.add_argument("--rounds", type=positive_int, default=5,
                    help="split the timed calls into this many rounds, alternating the solution and the "
                         "references, so that slow spells of the machine fall on all alike (default 5)")
     b.add_argument("--flush-l2", action="store_true", help="flush the L2 before every timed call")
-    b.add_argument("--batch-size", type=_positive_int, help="override the reference's batch_size")
+    b.add_argument("--batch-size", type=positive_int, help="override the reference's batch_size")
     b.add_argument("--skip", default="", help="comma-separated implementations not to time "
                    "(eager, compile, compile-ro, graph, noop)")
-    b.add_argument("--trials", type=_positive_int, default=1, help="correctness trials before timing")
+    b.add_argument("--trials", type=positive_int, default=1, help="correctness trials before timing")
     b.add_argument("--strict", action="store_true", help=STRICT_HELP)
     b.add_argument("--batch-sizes", type=_batch_sizes, default=(), help=argparse.SUPPRESS)
     from harness import profile, protocol, sweep

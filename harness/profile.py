@@ -19,23 +19,18 @@ import shutil
 import torch
 
 from harness import EXIT_INCORRECT, EXIT_PASS, EXIT_SOLUTION_ERROR, UsageError, bench, check, problem, report, timing
+from harness.cli import positive_int
 from harness.worker import SolutionFailure, Worker
 
 NAME_WIDTH = 60
 
 
-def _positive_int(text):
-    v = int(text)
-    if v < 1:
-        raise ValueError("must be >= 1")
-    return v
-
 
 def add_parser(sub, common):
     p = sub.add_parser("profile", parents=[common], help="kernels per forward, GPU-only time, roofline")
-    p.add_argument("--batch-size", type=_positive_int, help="override the reference's batch_size")
-    p.add_argument("--calls", type=_positive_int, default=20, help="forwards under torch.profiler (default 20)")
-    p.add_argument("--replays", type=_positive_int, default=200,
+    p.add_argument("--batch-size", type=positive_int, help="override the reference's batch_size")
+    p.add_argument("--calls", type=positive_int, default=20, help="forwards under torch.profiler (default 20)")
+    p.add_argument("--replays", type=positive_int, default=200,
                    help="CUDA-graph replays for the GPU-only time (default 200)")
     p.add_argument("--skip-eager", action="store_true", help="profile the solution only")
     return p

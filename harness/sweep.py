@@ -17,6 +17,7 @@ import torch
 
 from harness import EXIT_INTERRUPTED, EXIT_PASS, EXIT_SOLUTION_ERROR, UsageError, check, problem, report
 from harness.bench import IMPLEMENTATIONS, LABELS, run_bench
+from harness.cli import at_least
 from harness.worker import SolutionFailure, Worker
 
 MIN_ITERS = 10
@@ -42,21 +43,11 @@ def parse_sweep(text: str) -> tuple:
     return name, sizes
 
 
-def _positive_float(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}")
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return v
-
-
 def add_arguments(bench_parser):
     bench_parser.add_argument("--sweep", type=parse_sweep, metavar="NAME=V1,V2,...",
                               help="bench at each value of a module-level integer size of the reference, "
                               "e.g. batch_size=1,32,128,1024,4096,16384,65536; writes OUT_DIR/sweep_NAME.{json,md,png}")
-    bench_parser.add_argument("--sweep-budget", type=_positive_float, default=1.5, metavar="SECONDS",
+    bench_parser.add_argument("--sweep-budget", type=at_least(float, 0.0, strict=True), default=1.5, metavar="SECONDS",
                               help="about this many seconds of timed calls per implementation and value "
                               "(fewer than --iters calls at big sizes; default 1.5)")
     bench_parser.add_argument("--out-dir", default="results", help="where sweep files go (default results/)")

@@ -121,10 +121,10 @@ def pinned_to(cpu):
     """Run the calling thread (the one launching the work) on CPU `cpu` only, then restore it. Bench
     pins the harness and the solution's worker to the same CPU: a launch-bound forward measured in
     two processes otherwise depends on which core each landed on."""
-    if cpu is None or not hasattr(os, "sched_setaffinity") or cpu not in os.sched_getaffinity(0):
+    before = os.sched_getaffinity(0) if cpu is not None and hasattr(os, "sched_setaffinity") else set()
+    if cpu not in before:
         yield
         return
-    before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {cpu})
     try:
         yield
@@ -138,14 +138,14 @@ def merge_rounds(rounds: list) -> dict:
     (the H200's host swung eager's median between 310 and 620 µs from one run to the next) fall on
     all of them alike."""
     pooled = lambda key: [x for r in rounds for x in r[key]]
-    result = summarize(pooled("samples_us"))
-    leftover = pooled("leftover_samples_us")
+    samples, leftover = pooled("samples_us"), pooled("leftover_samples_us")
+    result = summarize(samples)
     result.update({"wall_median_us": statistics.median(pooled("wall_samples_us")),
                    "leftover_median_us": statistics.median(leftover), "leftover_max_us": max(leftover),
                    "idle_leftover_us": statistics.median(r.get("idle_leftover_us", 0.0) for r in rounds),
                    "back_to_back_us": sum(r["back_to_back_us"] * r["n"] for r in rounds) / result["n"],
                    "flush_l2": rounds[0]["flush_l2"], "rounds": len(rounds),
-                   "samples_us": pooled("samples_us")})
+                   "samples_us": samples})
     return result
 
 

@@ -271,6 +271,11 @@ class _InputRefresher:
         self.pending = {"seed": seed, "inputs": [t.detach().to("cpu") if isinstance(t, torch.Tensor) else t
                                                  for t in self.current]}
 
+    def checkpoint_now(self):
+        """Fresh values, and make the next call a checkpoint (for a run too short to reach one)."""
+        problem.refresh_inputs_(self.current, self.domains, self.gen)
+        self.arm()
+
     def keep(self, out):
         """Called with every timed call's output: holds the first one after a checkpoint was armed."""
         if self.pending is not None and "held" not in self.pending:
@@ -308,8 +313,7 @@ def _time(state, m):
             stats = timing.time_cpu(fn, iters=m["iters"], warmup=m["warmup"], before_each=before_each)
         refresher.collect()
         if not refresher.checkpoints:  # too few calls to reach one (--iters 1, say): one more, untimed
-            problem.refresh_inputs_(refresher.current, refresher.domains, refresher.gen)
-            refresher.arm()
+            refresher.checkpoint_now()
             fn()
             refresher.collect()
     stats["sm_clock_mhz_before"] = clock_before

@@ -93,6 +93,8 @@ def test_missing_modelnew_is_exit_2(tmp_path):
     (["check", "--device", "cpu", "--call-timeout", "0"], "argument --call-timeout: must be > 0"),
     (["check", "--device", "cpu", "--truth-factor", "four"], "argument --truth-factor: expected a number"),
     (["bench", "--device", "cpu", "--warmup=-1"], "argument --warmup: must be >= 0"),
+    (["profile", "--calls", "0"], "argument --calls: must be >= 1, got 0"),
+    (["bench", "--device", "cpu", "--iters", "many"], "argument --iters: expected an integer, got 'many'"),
     (["bench", "--device", "cpu", "--sweep", "batch_size=1", "--sweep-budget", "0"], "--sweep-budget: must be > 0"),
     (["check", "--device", "cpu", "--batch-sizes", "0,5"], None),
     (["bench", "--device", "cpu", "--skip", "warp"], "unknown implementation"),
@@ -146,6 +148,12 @@ def test_bench_with_one_call_still_rechecks_a_result(name, exit_code):
                                      "--solution", solution(name))
     assert code == exit_code, out
     assert [f["defence"] for f in verdict["failures"]] == ([] if exit_code == 0 else ["caching/replay"]), out
+
+
+def test_a_reference_that_cannot_be_timed_is_skipped_with_its_reason():
+    from harness.bench import skipped_because
+    assert skipped_because(RuntimeError("inductor failed\nlong trace")) == {"skipped": "RuntimeError: inductor failed"}
+    assert skipped_because(RuntimeError()) == {"skipped": "RuntimeError: "}
 
 
 def test_split_and_merge_rounds():
