@@ -103,7 +103,8 @@ def row_from_bench(value, verdict: dict, code: int, iters: int, warmup: int) -> 
            "speedup_vs_eager": medians["eager"] / sol if sol and "eager" in medians else None,
            "speedup_vs_compile_ro": medians["compile-ro"] / sol if sol and "compile-ro" in medians else None,
            "skipped": {k: r["skipped"] for k, r in verdict.get("results", {}).items() if "skipped" in r},
-           "failures": verdict.get("failures", []), "error": verdict.get("error")}
+           "failures": verdict.get("failures", []), "error": verdict.get("error"),
+           "rounds": verdict.get("rounds"), "cpu": verdict.get("cpu")}
     if "roofline" in verdict:
         row["roofline_floor_us"] = verdict["roofline"]["floor_us"]
     return row
@@ -199,6 +200,18 @@ def table_rows(data: dict) -> tuple:
     return headers, rows
 
 
+def rounds_and_cpu(data: dict) -> str:
+    """How the rows were timed, as bench's method line says it: "; in 5 rounds alternating ..., from CPU 15"."""
+    rounds = sorted({row["rounds"] for row in data["rows"] if row.get("rounds")})
+    cpus = sorted({row["cpu"] for row in data["rows"] if row.get("cpu") is not None})
+    text = ""
+    if rounds:
+        text += f"; timed in {'/'.join(map(str, rounds))} round(s) alternating the solution and the references"
+    if cpus:
+        text += f"; the harness and the solution both timed from CPU {'/'.join(map(str, cpus))}"
+    return text
+
+
 def format_sweep(data: dict, exit_code: int) -> str:
     env = data.get("environment") or {}
     headers, rows = table_rows(data)
@@ -208,7 +221,7 @@ def format_sweep(data: dict, exit_code: int) -> str:
              f", inputs refreshed before each"
              f"{', L2 flushed' if data['flush_l2'] else ''}); up to {data['max_iters']} timed calls per "
              f"implementation, fewer at big sizes (about {data['budget_s']:g} s each); correctness checked at "
-             "each value before timing", "",
+             f"each value before timing{rounds_and_cpu(data)}", "",
              report.table(headers, rows, align="l" + "r" * (len(headers) - 1) + "l")]
     for row in data["rows"]:
         if row.get("error"):
@@ -245,7 +258,7 @@ def markdown_report(data: dict) -> str:
         f"## Sweep over `{data['parameter']}`: {data['solution']}", "",
         f"{env.get('gpu', env.get('device'))}, torch {env.get('torch')}, CUDA {env.get('cuda', '-')}. "
         f"Median µs per call; speedups are the reference's median over the solution's, measured side by side "
-        f"in one run.", "", markdown_table(data), ""])
+        f"in one run{rounds_and_cpu(data)}.", "", markdown_table(data), ""])
 
 
 def make_figure(data: dict):

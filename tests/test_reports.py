@@ -99,6 +99,19 @@ def test_sweep_markdown_table_lines():
     assert len(md) == 4
 
 
+def test_sweep_says_how_rows_were_timed():
+    data = fake_sweep(values=(1, 7))
+    assert "round(s)" not in sweep.format_sweep(data, 0)          # rows without the fields: nothing claimed
+    for row in data["rows"]:
+        row["rounds"], row["cpu"] = 5, 15
+    expected = "; timed in 5 round(s) alternating the solution and the references; " \
+               "the harness and the solution both timed from CPU 15"
+    assert expected in sweep.format_sweep(data, 0)
+    assert expected + "." in sweep.markdown_report(data)
+    data["rows"][1]["rounds"], data["rows"][1]["cpu"] = 3, None  # few calls at a big size; CPU not pinned
+    assert "timed in 3/5 round(s)" in sweep.format_sweep(data, 0)
+
+
 def test_sweep_failure_and_error_rows_are_named():
     data = fake_sweep(values=(1, 7, 127))
     data["rows"][1]["failures"] = [{"defence": "allclose", "message": "output 0: 3 of 7 elements differ"}]
@@ -204,6 +217,7 @@ def test_sweep_cpu_end_to_end_one_worker(tmp_path, monkeypatch, capsys):
         assert r["median_us"]["solution"] > 0 and r["median_us"]["eager"] > 0
         assert r["speedup_vs_eager"] == pytest.approx(r["median_us"]["eager"] / r["median_us"]["solution"])
         assert "compile-ro" in r["skipped"]
+        assert r["rounds"] >= 1 and r["cpu"] is None        # --device cpu is never pinned
     assert any(line.startswith("7 ") and line.rstrip().endswith("pass") for line in out.splitlines())
 
 
