@@ -1,8 +1,9 @@
 """GPU dev loop for solution.py: build, sanity check, GPU tests, timing table.
 
-Times the working tree's solution.py (v3) side by side with the previous version saved at
-.old/solution_v2.py (`git show HEAD:solution.py > .old/solution_v2.py`; carry .old), each kernel
-forced through rows_per_tile, the no-op extension call and eager.
+Times the working tree's solution.py ("new") side by side with the previous version ("old") saved at
+.old/solution_prev.py (`git show HEAD:solution.py > .old/solution_prev.py`; .old is git-ignored, so
+carry it), each kernel forced through rows_per_tile, the no-op extension call and eager. The two
+files must give their extensions different load_inline names, or one process gets the same module twice.
 
 Run on the GPU machine from the repo root:
     PYTHONUNBUFFERED=1 python3 tools/kernel_dev.py [--skip-tests] [--sanitize]
@@ -65,13 +66,13 @@ def sanity(solution, reference, torch, batches=(1, 7, 33, 129, 1000, 8449)):
             log(f"sanity B={B:5d} rows_per_tile={R:2d} max|diff| elbo {diffs[0]:.2e} recon {diffs[1]:.2e} kl {diffs[2]:.2e}")
 
 
-def load_v2():
-    """The previous version (.old/solution_v2.py, saved from git HEAD), built as its own extension."""
+def load_prev():
+    """The previous version (.old/solution_prev.py, saved from git HEAD), built as its own extension."""
     import importlib.util
-    path = os.path.join(REPO, ".old", "solution_v2.py")
+    path = os.path.join(REPO, ".old", "solution_prev.py")
     if not os.path.exists(path):
         return None
-    spec = importlib.util.spec_from_file_location("solution_v2", path)
+    spec = importlib.util.spec_from_file_location("solution_prev", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -119,8 +120,8 @@ def graph_us(fn, calls=20, reps=50):
     return statistics.median(times)
 
 
-def timing(solution, reference, torch, noop, v2, batches=(128, 1000, 4096, 16384)):
-    """Side by side in one process: no-op call, v2, v3 (auto and each kernel), eager."""
+def timing(solution, reference, torch, noop, prev, batches=(128, 1000, 4096, 16384)):
+    """Side by side in one process: no-op call, old (previous version), new (auto and each kernel), eager."""
     rows = []
     a = torch.randn(4096, 4096, device="cuda")
     t0 = time.time()
@@ -133,24 +134,24 @@ def timing(solution, reference, torch, noop, v2, batches=(128, 1000, 4096, 16384
         new = solution.ModelNew(784, 256, 32).cuda()
         new.load_state_dict(ref.state_dict())
         old = None
-        if v2 is not None:
-            old = v2.ModelNew(784, 256, 32).cuda()
+        if prev is not None:
+            old = prev.ModelNew(784, 256, 32).cuda()
             old.load_state_dict(ref.state_dict())
         x = torch.rand(B, 784, device="cuda")
         n = 300 if B <= 4096 else 100
         r = {}
         with torch.no_grad():
             for name, fn in (("noop_call", lambda: noop.noop(x)),
-                             ("v2_call", (lambda: old(x)) if old else None),
-                             ("v3_call", lambda: new(x)),
+                             ("old_call", (lambda: old(x)) if old else None),
+                             ("new_call", lambda: new(x)),
                              ("eager_call", lambda: ref(x))):
                 try:
                     r[name] = per_call_us(fn, n=n) if fn else float("nan")
                 except Exception as e:      # keep timing the others
                     log(f"timing {name} B={B} failed: {e}")
                     r[name] = float("nan")
-            gpu = [("v2_gpu", (lambda: old(x)) if old else None), ("v3_gpu", lambda: new(x))]
-            gpu += [(f"v3_R{R}_gpu", (lambda R=R: new(x, R))) for R in TILES]
+            gpu = [("old_gpu", (lambda: old(x)) if old else None), ("new_gpu", lambda: new(x))]
+            gpu += [(f"new_R{R}_gpu", (lambda R=R: new(x, R))) for R in TILES]
             gpu += [("eager_gpu", lambda: ref(x))]
             for name, fn in gpu:
                 try:
@@ -166,20 +167,21 @@ def timing(solution, reference, torch, noop, v2, batches=(128, 1000, 4096, 16384
 
 def table(rows):
     log("\n  per call (event around one Python call) and GPU (CUDA-graph replay), µs")
-    log("  B     | noop call | v2 call | v3 call | eager call | v2 GPU | v3 GPU |  R=8   |  R=16  |  T=32  |  T=64  | eager GPU")
+    log("  B     | noop call |old call |new call | eager call |old GPU |new GPU |  R=8   |  R=16  |  T=32  |  T=64  | eager GPU")
     for B, r in rows:
-        log(f"  {B:5d} | {r['noop_call']:9.1f} | {r['v2_call']:7.1f} | {r['v3_call']:7.1f} | {r['eager_call']:10.1f} | "
-            f"{r['v2_gpu']:6.1f} | {r['v3_gpu']:6.1f} | {r['v3_R8_gpu']:6.1f} | {r['v3_R16_gpu']:6.1f} | "
-            f"{r['v3_R32_gpu']:6.1f} | {r['v3_R64_gpu']:6.1f} | {r['eager_gpu']:9.1f}")
+        log(f"  {B:5d} | {r['noop_call']:9.1f} | {r['old_call']:7.1f} | {r['new_call']:7.1f} | {r['eager_call']:10.1f} | "
+            f"{r['old_gpu']:6.1f} | {r['new_gpu']:6.1f} | {r['new_R8_gpu']:6.1f} | {r['new_R16_gpu']:6.1f} | "
+            f"{r['new_R32_gpu']:6.1f} | {r['new_R64_gpu']:6.1f} | {r['eager_gpu']:9.1f}")
 
 
 VARIANTS = {"prof": "-DVAE_PROFILE", "skip_enc": "-DVAE_SKIP_ENC", "skip_dec": "-DVAE_SKIP_DEC",
             "skip_both": "-DVAE_SKIP_ENC -DVAE_SKIP_DEC"}
 
 
-def start_variant_builds():
+def start_variant_builds(names):
     procs = {}
-    for name, flags in VARIANTS.items():
+    for name in names:
+        flags = VARIANTS[name]
         env = dict(os.environ, VAE_EXTRA_CUDA_FLAGS=flags)
         procs[name] = subprocess.Popen([sys.executable, "-c", "import solution"], cwd=REPO, env=env,
                                        stdout=subprocess.DEVNULL, stderr=open(os.path.join(OUT, f"build_{name}.log"), "w"))
@@ -210,9 +212,10 @@ def main():
     ap.add_argument("--skip-tests", action="store_true")
     ap.add_argument("--sanitize", action="store_true")
     ap.add_argument("--sanitize-case", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--variants", action="store_true", help="build and time phase-skip / profiling variants")
+    ap.add_argument("--variants", nargs="?", const=",".join(VARIANTS), default="",
+                    help="build and time phase-skip / profiling variants (all, or a comma list of " + ", ".join(VARIANTS) + ")")
     ap.add_argument("--variant-run", help=argparse.SUPPRESS)
-    ap.add_argument("--build-v2", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--build-prev", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--test-timeout", type=int, default=130)
     args = ap.parse_args()
     t_start = time.time()
@@ -226,27 +229,27 @@ def main():
     if args.variant_run:
         variant_run(args.variant_run)
         return
-    if args.build_v2:
-        load_v2()
+    if args.build_prev:
+        load_prev()
         return
 
     log(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
-    variant_procs = start_variant_builds() if args.variants else {}
+    variant_procs = start_variant_builds([v for v in args.variants.split(",") if v]) if args.variants else {}
     side_procs = [subprocess.Popen([sys.executable, "-c", "import sys; sys.path.insert(0, 'tools'); "
                                     "import kernel_dev; kernel_dev.build_noop()"], cwd=REPO),
-                  subprocess.Popen([sys.executable, "tools/kernel_dev.py", "--build-v2"], cwd=REPO)]
+                  subprocess.Popen([sys.executable, "tools/kernel_dev.py", "--build-prev"], cwd=REPO)]
     t0 = time.time()
     import reference
     import solution
-    log(f"build+import solution (v3): {time.time() - t0:.1f} s")
+    log(f"build+import solution (new): {time.time() - t0:.1f} s")
     for p in side_procs:
         p.wait()
     noop = build_noop()
     try:
-        v2 = load_v2()
+        prev = load_prev()
     except Exception as e:
-        log(f"v2 build failed: {e}")
-        v2 = None
+        log(f"previous version build failed: {e}")
+        prev = None
     log(f"builds done at {time.time() - t_start:.0f} s")
 
     try:
@@ -266,7 +269,7 @@ def main():
         tail = open(os.path.join(OUT, "pytest.log")).read().strip().splitlines()[-15:]
         log(f"pytest rc={rc} ({time.time() - t0:.0f} s)\n  " + "\n  ".join(tail))
 
-    rows = timing(solution, reference, torch, noop, v2)
+    rows = timing(solution, reference, torch, noop, prev)
     table(rows)
 
     for name, proc in variant_procs.items():
