@@ -38,6 +38,11 @@ CUDA-graph replay; see notes/solution.md):
       tiles, K-chunks double-buffered through registers), host picks it by B:
       B=128 unchanged (cluster R=16: 38.7 µs per call, no-op 19.1, 20.2 GPU);
       B=4096 181 µs GPU (v2 340, eager 186); B=16384 494 µs GPU (v2 1310, eager 519)
+  v4: cluster kernel: every block computes the whole decoder hidden layer (drops one
+      cluster barrier and its DSMEM pushes); last layer in 3 even passes per warp plus a
+      2-pixel tail split by rows (v3: 25 groups over 8 warps, a 4th pass for one warp):
+      B=128 19.2 µs GPU (v3 20.3 same run), 41.5 µs per call (no-op 21.5);
+      B=1000 90.1 µs GPU (v3 96.5); large B unchanged (tile kernel)
 """
 import hashlib
 import os
@@ -74,7 +79,8 @@ constexpr int L_SLICE = L / CLUSTER;      // 4 latent units per block (mu and lo
 constexpr int D_SLICE = D / CLUSTER;      // 98 output pixels per block
 constexpr int ENC_U = H_SLICE / WARPS;    // 4 hidden units per warp in the encoder
 constexpr int DEC_U = 4;                  // output pixels per warp pass in the last layer
-constexpr int DEC_GROUPS = (D_SLICE + DEC_U - 1) / DEC_U;   // 25 passes per block
+constexpr int DEC_GROUPS = D_SLICE / DEC_U;                // 24 full groups of 4 pixels, 3 per warp
+constexpr int DEC_TAIL = D_SLICE % DEC_U;                  // 2 pixels left, split over all warps by rows
 constexpr int NOISE_BLOCK = 256;          // torch's normal_ launch: block size ...
 constexpr int NOISE_UNROLL = 4;           // ... and values per curand_normal4 call
 
@@ -82,7 +88,8 @@ static_assert(D % CLUSTER == 0 && H % CLUSTER == 0 && L % CLUSTER == 0, "layers 
 static_assert(D % 4 == 0 && H % 4 == 0 && L % 4 == 0, "rows are read as float4");
 static_assert(H_SLICE % WARPS == 0, "encoder units split evenly over warps");
 static_assert(2 * L_SLICE == WARPS, "mu/logvar layer: one output unit per warp");
-static_assert(THREADS == H_SLICE * 8, "decoder hidden layer: 8 threads per unit");
+static_assert(THREADS == H, "decoder hidden layer: one thread per unit, every block computes all of it");
+static_assert(DEC_GROUPS % WARPS == 0, "last layer: the same number of full groups for every warp");
 static_assert((D_SLICE * H * 4) % 16 == 0 && (D * 4) % 16 == 0, "bulk copies move multiples of 16 bytes");
 
 // Shared memory of one block, in floats. R = rows owned by the cluster.
@@ -245,19 +252,33 @@ __global__ void draw_noise_kernel(float* __restrict__ out, int64_t n, at::Philox
     out[i] = torch_normal_at(std::get<0>(seeds), std::get<1>(seeds), (uint64_t)i, T);
 }
 
+// Last layer of the cluster kernel: logit of (row r, this block's pixel p) -> BCE term in smem.
+// BCE as torch computes it: p = sigmoid(logit) in float32, each log clamped at -100 before use.
+__device__ __forceinline__ void dec_bce(float* smem, int x_off, int bce_off, const float* __restrict__ b2,
+                                        int rank, int r, int p, float acc) {
+  const int d = rank * D_SLICE + p;
+  const float logit = acc + __ldg(b2 + d);
+  const float prob = 1.0f / (1.0f + expf(-logit));      // torch's sigmoid
+  const float xv = smem[x_off + r * D + d];
+  const float lp = fmaxf(logf(prob), -100.f);
+  const float l1p = fmaxf(log1pf(-prob), -100.f);
+  smem[bce_off + r * D_SLICE + p] = __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
+}
+
 // ---------------------------------------------------------------------------
 // The fused kernel. Cluster c owns rows [c*R, c*R+R); block `rank` of it owns
 // hidden units [32 rank, +32), latent units [4 rank, +4), pixels [98 rank, +98).
-// Phases, separated by cluster barriers (S1..S4):
+// Phases, separated by cluster barriers (S1, S2, S4; v4 dropped S3):
 //   0  bulk-copy x tile (R x 784) and this block's 98 rows of W2 into smem
 //   1  encoder: warp w -> hidden units 32 rank + 4w + [0,4), lanes split K=784;
 //      push h slice to all 8 blocks                                        S1
 //   2  mu/logvar: warp w -> one unit (w<4: mu, else logvar), lanes split K=256;
 //      threads t < 4R: noise, z, KL term; push z to all, KL terms to rank 0 S2
-//   3  decoder hidden: thread t -> unit 32 rank + t/8, rows t%8, t%8+8, ...;
-//      push to all 8 blocks                                                S3
-//   4  decoder output: warp w -> pixel groups w, w+8, ... of 4, lanes split
-//      K=256; sigmoid + BCE; per-row sums pushed to rank 0                 S4
+//   3  decoder hidden, all 256 units in every block: thread t -> unit t,
+//      rows 0..R-1 (no push, a block barrier)
+//   4  decoder output: warp w -> pixel groups w, w+8, w+16 of 4, lanes split
+//      K=256, then the last 2 pixels for rows w*R/8 + [0, R/8); sigmoid +
+//      BCE; per-row sums pushed to rank 0                                  S4
 //   5  rank 0 sums partials in fixed order, writes elbo/recon/kl.
 // ---------------------------------------------------------------------------
 template <int R>
@@ -361,19 +382,18 @@ vae_elbo_kernel(const float* __restrict__ x,
       cluster.map_shared_rank(smem + S::KL, 0)[r * L + j] = klt;
     }
   }
-  // prefetch phase 3 weights across the barrier
-  const int u3 = tid / 8, g3 = tid % 8, unit3 = rank * H_SLICE + u3;
+  // prefetch phase 3 weights across the barrier: thread t owns decoder hidden unit t
   float4 w3[L / 4];
 #pragma unroll
-  for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)unit3 * L) + k);
-  const float bias3 = __ldg(b1 + unit3);
+  for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)tid * L) + k);
+  const float bias3 = __ldg(b1 + tid);
   PROF(5);
   cluster.sync();   // S2: full z in every block
 
-  // ---- phase 3: decoder hidden, h2 = relu(W1 z + b1)
-#pragma unroll
-  for (int i = 0; i < R / 8; ++i) {
-    const int r = g3 + 8 * i;
+  // ---- phase 3: decoder hidden, h2 = relu(W1 z + b1), all 256 units for the cluster's R rows in
+  // every block (R x 256 x 32 FMAs, z reads are warp broadcasts): cheaper than a cluster barrier
+#pragma unroll 4
+  for (int r = 0; r < R; ++r) {
     const float4* zr = reinterpret_cast<const float4*>(smem + S::Z + r * L);
     float s = 0.f;
 #pragma unroll
@@ -382,12 +402,9 @@ vae_elbo_kernel(const float* __restrict__ x,
       s = fmaf(w3[k].x, a.x, s); s = fmaf(w3[k].y, a.y, s);
       s = fmaf(w3[k].z, a.z, s); s = fmaf(w3[k].w, a.w, s);
     }
-    const float h2 = fmaxf(s + bias3, 0.f);
-#pragma unroll
-    for (int c = 0; c < CLUSTER; ++c)
-      cluster.map_shared_rank(smem + S::HID2, c)[r * H + unit3] = h2;
+    smem[S::HID2 + r * H + tid] = fmaxf(s + bias3, 0.f);
   }
-  cluster.sync();   // S3: full decoder hidden in every block
+  __syncthreads();  // full decoder hidden in this block
   PROF(6);
 
   // ---- phase 4: decoder output logits, sigmoid, BCE terms
@@ -396,15 +413,14 @@ vae_elbo_kernel(const float* __restrict__ x,
 #endif
   PROF(7);
   for (int g = warp; g < DEC_GROUPS; g += WARPS) {
-    const int p0 = g * DEC_U, valid = min(DEC_U, D_SLICE - p0);
+    const int p0 = g * DEC_U;
     constexpr int N = DEC_U * R;
     float4 w[(H / 4 + 31) / 32][DEC_U];
 #pragma unroll
     for (int it = 0; it < (H / 4 + 31) / 32; ++it)
 #pragma unroll
       for (int u = 0; u < DEC_U; ++u)
-        w[it][u] = u < valid ? reinterpret_cast<const float4*>(smem + S::W2 + (p0 + u) * H)[lane + 32 * it]
-                             : make_float4(0.f, 0.f, 0.f, 0.f);
+        w[it][u] = reinterpret_cast<const float4*>(smem + S::W2 + (p0 + u) * H)[lane + 32 * it];
     float acc[N];
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[i] = 0.f;
@@ -415,16 +431,27 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll
     for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
       const int e = scatter_entry<N>(lane, t), u = e / R, r = e % R;
-      if (u < valid) {
-        const int d = rank * D_SLICE + p0 + u;
-        const float logit = acc[t] + __ldg(b2 + d);
-        const float p = 1.0f / (1.0f + expf(-logit));        // torch's sigmoid
-        const float xv = smem[S::X + r * D + d];
-        const float lp = fmaxf(logf(p), -100.f);               // clamp each log before use
-        const float l1p = fmaxf(log1pf(-p), -100.f);
-        smem[S::BCE + r * D_SLICE + p0 + u] = __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
-      }
+      if (scatter_writer<N>(lane)) dec_bce(smem, S::X, S::BCE, b2, rank, r, p0 + u, acc[t]);
     }
+  }
+  if constexpr (DEC_TAIL > 0) {   // the last pixels: warp w takes rows w*R/8 + [0, R/8)
+    constexpr int RW = R / WARPS, N = DEC_TAIL * RW;
+    const int p0 = DEC_GROUPS * DEC_U, r0 = warp * RW;
+    float4 w[(H / 4 + 31) / 32][DEC_TAIL];
+#pragma unroll
+    for (int it = 0; it < (H / 4 + 31) / 32; ++it)
+#pragma unroll
+      for (int u = 0; u < DEC_TAIL; ++u)
+        w[it][u] = reinterpret_cast<const float4*>(smem + S::W2 + (p0 + u) * H)[lane + 32 * it];
+    float acc[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) acc[i] = 0.f;
+#ifndef VAE_SKIP_DEC
+    dot_rows<RW, DEC_TAIL, H>(w, smem + S::HID2 + r0 * H, lane, acc);
+#endif
+    warp_reduce_scatter<N>(acc, lane);
+    const int e = scatter_entry<N>(lane, 0), u = e / RW, r = r0 + e % RW;
+    if (scatter_writer<N>(lane)) dec_bce(smem, S::X, S::BCE, b2, rank, r, p0 + u, acc[0]);
   }
   PROF(8);
   __syncthreads();
@@ -443,7 +470,7 @@ vae_elbo_kernel(const float* __restrict__ x,
   PROF(10);
 #ifdef VAE_PROFILE
   if (tid == 0 && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1))
-    printf("prof B=%d R=%d block %d: x-wait %lld enc %lld push %lld S1 %lld mulv %lld S2+dec1+S3 %lld w2-wait %lld dec2 %lld sums %lld S4 %lld cycles\n",
+    printf("prof B=%d R=%d block %d: x-wait %lld enc %lld push %lld S1 %lld mulv %lld S2+dec1 %lld w2-wait %lld dec2 %lld sums %lld S4 %lld cycles\n",
            B, R, (int)blockIdx.x, prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3],
            prof[5] - prof[4], prof[6] - prof[5], prof[7] - prof[6], prof[8] - prof[7], prof[9] - prof[8],
            prof[10] - prof[9]);
@@ -986,7 +1013,7 @@ def _build():
         extra = os.environ.get("VAE_EXTRA_CUDA_FLAGS", "").split()   # dev variants, see tools/kernel_dev.py
         suffix = "_" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8] if extra else ""
         return load_inline(
-            name="vae_elbo_fused_v3" + suffix,
+            name="vae_elbo_fused_v4" + suffix,
             cpp_sources=CPP_DECL,
             cuda_sources=CUDA_SRC,
             functions=["vae_forward", "draw_noise"],
