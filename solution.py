@@ -252,17 +252,40 @@ __global__ void draw_noise_kernel(float* __restrict__ out, int64_t n, at::Philox
     out[i] = torch_normal_at(std::get<0>(seeds), std::get<1>(seeds), (uint64_t)i, T);
 }
 
-// Last layer of the cluster kernel: logit of (row r, this block's pixel p) -> BCE term in smem.
-// BCE as torch computes it: p = sigmoid(logit) in float32, each log clamped at -100 before use.
-__device__ __forceinline__ void dec_bce(float* smem, int x_off, int bce_off, const float* __restrict__ b2,
-                                        int rank, int r, int p, float acc) {
-  const int d = rank * D_SLICE + p;
-  const float logit = acc + __ldg(b2 + d);
-  const float prob = 1.0f / (1.0f + expf(-logit));      // torch's sigmoid
-  const float xv = smem[x_off + r * D + d];
-  const float lp = fmaxf(logf(prob), -100.f);
-  const float l1p = fmaxf(log1pf(-prob), -100.f);
-  smem[bce_off + r * D_SLICE + p] = __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
+// Last layer of the cluster kernel, one warp: pixels [p0, p0+U) of this block's slice x rows
+// [r0, r0+RW). Lanes split K=256 (W2 rows from smem into registers), a reduce-scatter leaves one
+// (pixel, row) logit per writer lane, then BCE as torch computes it: p = sigmoid(logit) in float32,
+// each log clamped at -100 before use; the term goes to smem BCE.
+template <int R, int U, int RW>
+__device__ __forceinline__ void dec_pixels(float* smem, const float* __restrict__ b2, int rank, int p0, int r0,
+                                           int lane) {
+  using S = Smem<R>;
+  constexpr int N = U * RW;
+  float4 w[(H / 4 + 31) / 32][U];
+#pragma unroll
+  for (int it = 0; it < (H / 4 + 31) / 32; ++it)
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      w[it][u] = reinterpret_cast<const float4*>(smem + S::W2 + (p0 + u) * H)[lane + 32 * it];
+  float acc[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i] = 0.f;
+#ifndef VAE_SKIP_DEC
+  dot_rows<RW, U, H>(w, smem + S::HID2 + r0 * H, lane, acc);
+#endif
+  warp_reduce_scatter<N>(acc, lane);
+#pragma unroll
+  for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
+    const int e = scatter_entry<N>(lane, t), p = p0 + e / RW, r = r0 + e % RW;
+    if (!scatter_writer<N>(lane)) continue;
+    const int d = rank * D_SLICE + p;
+    const float logit = acc[t] + __ldg(b2 + d);
+    const float prob = 1.0f / (1.0f + expf(-logit));      // torch's sigmoid
+    const float xv = smem[S::X + r * D + d];
+    const float lp = fmaxf(logf(prob), -100.f);
+    const float l1p = fmaxf(log1pf(-prob), -100.f);
+    smem[S::BCE + r * D_SLICE + p] = __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -412,47 +435,10 @@ vae_elbo_kernel(const float* __restrict__ x,
   mbar_wait(&bars[1], 0);
 #endif
   PROF(7);
-  for (int g = warp; g < DEC_GROUPS; g += WARPS) {
-    const int p0 = g * DEC_U;
-    constexpr int N = DEC_U * R;
-    float4 w[(H / 4 + 31) / 32][DEC_U];
-#pragma unroll
-    for (int it = 0; it < (H / 4 + 31) / 32; ++it)
-#pragma unroll
-      for (int u = 0; u < DEC_U; ++u)
-        w[it][u] = reinterpret_cast<const float4*>(smem + S::W2 + (p0 + u) * H)[lane + 32 * it];
-    float acc[N];
-#pragma unroll
-    for (int i = 0; i < N; ++i) acc[i] = 0.f;
-#ifndef VAE_SKIP_DEC
-    dot_rows<R, DEC_U, H>(w, smem + S::HID2, lane, acc);
-#endif
-    warp_reduce_scatter<N>(acc, lane);
-#pragma unroll
-    for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
-      const int e = scatter_entry<N>(lane, t), u = e / R, r = e % R;
-      if (scatter_writer<N>(lane)) dec_bce(smem, S::X, S::BCE, b2, rank, r, p0 + u, acc[t]);
-    }
-  }
-  if constexpr (DEC_TAIL > 0) {   // the last pixels: warp w takes rows w*R/8 + [0, R/8)
-    constexpr int RW = R / WARPS, N = DEC_TAIL * RW;
-    const int p0 = DEC_GROUPS * DEC_U, r0 = warp * RW;
-    float4 w[(H / 4 + 31) / 32][DEC_TAIL];
-#pragma unroll
-    for (int it = 0; it < (H / 4 + 31) / 32; ++it)
-#pragma unroll
-      for (int u = 0; u < DEC_TAIL; ++u)
-        w[it][u] = reinterpret_cast<const float4*>(smem + S::W2 + (p0 + u) * H)[lane + 32 * it];
-    float acc[N];
-#pragma unroll
-    for (int i = 0; i < N; ++i) acc[i] = 0.f;
-#ifndef VAE_SKIP_DEC
-    dot_rows<RW, DEC_TAIL, H>(w, smem + S::HID2 + r0 * H, lane, acc);
-#endif
-    warp_reduce_scatter<N>(acc, lane);
-    const int e = scatter_entry<N>(lane, 0), u = e / RW, r = r0 + e % RW;
-    if (scatter_writer<N>(lane)) dec_bce(smem, S::X, S::BCE, b2, rank, r, p0 + u, acc[0]);
-  }
+  for (int g = warp; g < DEC_GROUPS; g += WARPS)
+    dec_pixels<R, DEC_U, R>(smem, b2, rank, g * DEC_U, 0, lane);
+  if constexpr (DEC_TAIL > 0)     // the last pixels: warp w takes rows w*R/8 + [0, R/8)
+    dec_pixels<R, DEC_TAIL, R / WARPS>(smem, b2, rank, DEC_GROUPS * DEC_U, warp * (R / WARPS), lane);
   PROF(8);
   __syncthreads();
   // per-row sums of this block's 98 BCE terms: warp w -> rows w, w+8, ...
