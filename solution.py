@@ -41,7 +41,7 @@ CUDA-graph replay; see notes/solution.md):
   v4: cluster kernel: every block computes the whole decoder hidden layer (drops one
       cluster barrier and its DSMEM pushes); last layer in 3 even passes per warp plus a
       2-pixel tail split by rows (v3: 25 groups over 8 warps, a 4th pass for one warp):
-      B=128 19.2 µs GPU (v3 20.3 same run), 41.5 µs per call (no-op 21.5);
+      B=128 19.2 µs GPU (v3 20.3 same run; profiler 17.5 vs 18.8), 41.5 µs per call (no-op 21.5);
       B=1000 90.1 µs GPU (v3 96.5); large B unchanged (tile kernel)
 """
 import hashlib
