@@ -252,10 +252,17 @@ __global__ void draw_noise_kernel(float* __restrict__ out, int64_t n, at::Philox
     out[i] = torch_normal_at(std::get<0>(seeds), std::get<1>(seeds), (uint64_t)i, T);
 }
 
+// torch's binary_cross_entropy term for one pixel (logs clamped at -100 before use)
+__device__ __forceinline__ float bce_term(float logit, float xv) {
+  const float p = 1.0f / (1.0f + expf(-logit));        // torch's sigmoid
+  const float lp = fmaxf(logf(p), -100.f);
+  const float l1p = fmaxf(log1pf(-p), -100.f);
+  return __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
+}
+
 // Last layer of the cluster kernel, one warp: pixels [p0, p0+U) of this block's slice x rows
 // [r0, r0+RW). Lanes split K=256 (W2 rows from smem into registers), a reduce-scatter leaves one
-// (pixel, row) logit per writer lane, then BCE as torch computes it: p = sigmoid(logit) in float32,
-// each log clamped at -100 before use; the term goes to smem BCE.
+// (pixel, row) logit per writer lane, and its BCE term goes to smem BCE.
 template <int R, int U, int RW>
 __device__ __forceinline__ void dec_pixels(float* smem, const float* __restrict__ b2, int rank, int p0, int r0,
                                            int lane) {
@@ -279,12 +286,7 @@ __device__ __forceinline__ void dec_pixels(float* smem, const float* __restrict_
     const int e = scatter_entry<N>(lane, t), p = p0 + e / RW, r = r0 + e % RW;
     if (!scatter_writer<N>(lane)) continue;
     const int d = rank * D_SLICE + p;
-    const float logit = acc[t] + __ldg(b2 + d);
-    const float prob = 1.0f / (1.0f + expf(-logit));      // torch's sigmoid
-    const float xv = smem[S::X + r * D + d];
-    const float lp = fmaxf(logf(prob), -100.f);
-    const float l1p = fmaxf(log1pf(-prob), -100.f);
-    smem[S::BCE + r * D_SLICE + p] = __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
+    smem[S::BCE + r * D_SLICE + p] = bce_term(acc[t] + __ldg(b2 + d), smem[S::X + r * D + d]);
   }
 }
 
@@ -596,14 +598,6 @@ __device__ __forceinline__ void store_x_chunk(float* As, int tid, float4 v) {
     As[(k + 0) * LDA + m] = v.x; As[(k + 1) * LDA + m] = v.y;
     As[(k + 2) * LDA + m] = v.z; As[(k + 3) * LDA + m] = v.w;
   }
-}
-
-// torch's binary_cross_entropy term for one pixel (logs clamped at -100 before use)
-__device__ __forceinline__ float bce_term(float logit, float xv) {
-  const float p = 1.0f / (1.0f + expf(-logit));        // torch's sigmoid
-  const float lp = fmaxf(logf(p), -100.f);
-  const float l1p = fmaxf(log1pf(-p), -100.f);
-  return __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
 }
 
 template <int BM>
