@@ -92,16 +92,24 @@ def format_check(verdict: dict, exit_code: int) -> str:
     return "\n".join(lines)
 
 
+ROUNDS_TEXT = "round(s) alternating the solution and the references"
+
+
+def pinned_text(cpus) -> str:
+    """The CPU (or CPUs, 'a/b') both processes launched from while timing; bench and sweep say it alike."""
+    return f"the harness and the solution both timed from CPU {cpus}"
+
+
 def format_bench(verdict: dict, exit_code: int) -> str:
     from harness.bench import LABELS
     env = verdict.get("environment", {})
     lines = [f"bench: {verdict['solution']} on {env.get('gpu', env.get('device'))}, {verdict['shape']}, "
              f"torch {env.get('torch')}, TF32 {'on' if env.get('tf32_matmul') else 'off'}",
-             f"method: {verdict['iters']} timed calls each in {verdict.get('rounds', 1)} round(s) alternating the "
-             f"solution and the references, {verdict['warmup']} warm-up calls per round, CUDA events around each "
+             f"method: {verdict['iters']} timed calls each in {verdict.get('rounds', 1)} {ROUNDS_TEXT}, "
+             f"{verdict['warmup']} warm-up calls per round, CUDA events around each "
              f"call with a device-wide sync between calls{', L2 flushed before each' if verdict['flush_l2'] else ''}; "
              "inputs refreshed before every call"
-             + (f"; the harness and the solution both timed from CPU {verdict['cpu']}" if verdict.get("cpu") is not None
+             + (f"; {pinned_text(verdict['cpu'])}" if verdict.get("cpu") is not None
                 else "")]
     if verdict.get("error"):
         e = verdict["error"]

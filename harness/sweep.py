@@ -206,9 +206,9 @@ def rounds_and_cpu(data: dict) -> str:
     cpus = sorted({row["cpu"] for row in data["rows"] if row.get("cpu") is not None})
     text = ""
     if rounds:
-        text += f"; timed in {'/'.join(map(str, rounds))} round(s) alternating the solution and the references"
+        text += f"; timed in {'/'.join(map(str, rounds))} {report.ROUNDS_TEXT}"
     if cpus:
-        text += f"; the harness and the solution both timed from CPU {'/'.join(map(str, cpus))}"
+        text += f"; {report.pinned_text('/'.join(map(str, cpus)))}"
     return text
 
 

@@ -112,6 +112,16 @@ def test_sweep_says_how_rows_were_timed():
     assert "timed in 3/5 round(s)" in sweep.format_sweep(data, 0)
 
 
+def test_bench_method_line_names_rounds_and_pinned_cpu():
+    verdict = {"solution": "s.py", "environment": {"gpu": "G", "torch": "t"}, "shape": "batch_size=1", "iters": 200,
+               "rounds": 5, "warmup": 20, "flush_l2": False, "cpu": 15, "results": {}}
+    method = report.format_bench(verdict, 0).splitlines()[1]
+    assert "200 timed calls each in 5 round(s) alternating the solution and the references" in method
+    assert method.endswith("; the harness and the solution both timed from CPU 15")
+    verdict["cpu"] = None                                      # not pinned (--device cpu, --pin-cpu off)
+    assert "timed from CPU" not in report.format_bench(verdict, 0)
+
+
 def test_sweep_failure_and_error_rows_are_named():
     data = fake_sweep(values=(1, 7, 127))
     data["rows"][1]["failures"] = [{"defence": "allclose", "message": "output 0: 3 of 7 elements differ"}]
