@@ -71,46 +71,60 @@ namespace cg = cooperative_groups;
 constexpr int D = 784;                    // input / output features
 constexpr int H = 256;                    // hidden units (encoder and decoder)
 constexpr int L = 32;                     // latent units
-constexpr int CLUSTER = 8;                // blocks per cluster, each owns 1/8 of every layer
-constexpr int THREADS = 256;
+constexpr int THREADS = 256;             // cluster kernel: 8 warps per block
 constexpr int WARPS = THREADS / 32;
-constexpr int H_SLICE = H / CLUSTER;      // 32 hidden units per block
-constexpr int L_SLICE = L / CLUSTER;      // 4 latent units per block (mu and logvar each)
-constexpr int D_SLICE = D / CLUSTER;      // 98 output pixels per block
-constexpr int ENC_U = H_SLICE / WARPS;    // 4 hidden units per warp in the encoder
+constexpr int RW = 8;                     // cluster kernel: rows per warp in every dot-product phase
 constexpr int DEC_U = 4;                  // output pixels per warp pass in the last layer
-constexpr int DEC_GROUPS = D_SLICE / DEC_U;                // 24 full groups of 4 pixels, 3 per warp
-constexpr int DEC_TAIL = D_SLICE % DEC_U;                  // 2 pixels left, split over all warps by rows
 constexpr int NOISE_BLOCK = 256;          // torch's normal_ launch: block size ...
 constexpr int NOISE_UNROLL = 4;           // ... and values per curand_normal4 call
-
-static_assert(D % CLUSTER == 0 && H % CLUSTER == 0 && L % CLUSTER == 0, "layers split evenly over the cluster");
 static_assert(D % 4 == 0 && H % 4 == 0 && L % 4 == 0, "rows are read as float4");
-static_assert(H_SLICE % WARPS == 0, "encoder units split evenly over warps");
-static_assert(2 * L_SLICE == WARPS, "mu/logvar layer: one output unit per warp");
 static_assert(THREADS == H, "decoder hidden layer: one thread per unit, every block computes all of it");
-static_assert(DEC_GROUPS % WARPS == 0, "last layer: the same number of full groups for every warp");
-static_assert((D_SLICE * H * 4) % 16 == 0 && (D * 4) % 16 == 0, "bulk copies move multiples of 16 bytes");
+static_assert((D * 4) % 16 == 0, "bulk copies move multiples of 16 bytes");
 
-// Shared memory of one block, in floats. R = rows owned by the cluster.
-template <int R>
+// Cluster kernel tiling for a cluster of C blocks (C = 8 or 16). The cluster owns R = C rows;
+// block `rank` owns 1/C of every layer's output units. Every warp works on RW = 8 rows, so the
+// per-block work is the same for both C: 128 SMs busy at B = 128 either way.
+template <int C>
+struct Cl {
+  static constexpr int R = C;                         // rows per cluster
+  static constexpr int H_SL = H / C;                  // encoder units per block (16 | 32)
+  static constexpr int L_SL = L / C;                  // latent units per block, mu and logvar each (2 | 4)
+  static constexpr int D_SL = D / C;                  // output pixels per block (49 | 98)
+  static constexpr int ENC_GROUPS = H_SL / 4;         // encoder: warps split units in groups of 4 ...
+  static constexpr int ROW_SPLIT = WARPS / ENC_GROUPS;//   ... and rows in ROW_SPLIT parts of RW
+  static constexpr int MULV_U = 2 * L_SL;             // mu | logvar units per block, one per warp (per row part)
+  static constexpr int DEC_GROUPS = D_SL / DEC_U;     // full groups of 4 pixels (12 | 24) ...
+  static constexpr int DEC_TASKS = DEC_GROUPS * ROW_SPLIT;  // ... times row parts: 24 tasks, 3 per warp
+  static constexpr int DEC_TAIL = D_SL % DEC_U;       // pixels left (1 | 2): warp w takes rows w*R/8 + [0, R/8)
+  static_assert(C == 8 || C == 16, "cluster of 8 or 16 blocks");
+  static_assert(H % C == 0 && L % C == 0 && D % C == 0, "layers split evenly over the cluster");
+  static_assert(ROW_SPLIT * RW == R && WARPS % ENC_GROUPS == 0, "encoder: warps = unit groups x row parts");
+  static_assert((WARPS / MULV_U) * RW == R, "mu/logvar: warps = units x row parts");
+  static_assert(DEC_TASKS % WARPS == 0 && R % WARPS == 0, "last layer: the same work for every warp");
+  static_assert((D_SL * H * 4) % 16 == 0 && H_SL % 4 == 0, "bulk copy and float4 pushes");
+};
+
+// Shared memory of one cluster-kernel block, in floats.
+template <int C>
 struct Smem {
-  static_assert(R % 8 == 0, "R rows split over 8 warps / 8 threads per unit");
-  static constexpr int X = 0;                         // R x D   input tile (bulk copy)
-  static constexpr int W2 = X + R * D;                // D_SLICE x H  this block's rows of W2 (bulk copy)
-  static constexpr int HID = W2 + D_SLICE * H;        // R x H   encoder hidden, all 8 slices
-  static constexpr int Z = HID + R * H;               // R x L   latent sample, all 8 slices
-  static constexpr int HID2 = Z + R * L;              // R x H   decoder hidden, all 8 slices
-  static constexpr int MULV = HID2 + R * H;           // R x 2*L_SLICE  this block's mu | logvar
-  static constexpr int KL = MULV + R * 2 * L_SLICE;   // R x L   KL terms (used on rank 0)
-  static constexpr int BCE = KL + R * L;              // R x D_SLICE   BCE terms of this block
-  static constexpr int RECON = BCE + R * D_SLICE;     // CLUSTER x R  recon partial sums (rank 0)
-  static constexpr int BARS = RECON + CLUSTER * R;    // 2 mbarriers (x tile, W2 slice)
-  static constexpr size_t BYTES = BARS * sizeof(float) + 2 * sizeof(uint64_t);
+  using K = Cl<C>;
+  static constexpr int R = K::R;
+  static constexpr int X = 0;                         // R x D   input tile (multicast bulk copy)
+  static constexpr int W2 = X + R * D;                // D_SL x H  this block's rows of W2 (bulk copy)
+  static constexpr int HID = W2 + K::D_SL * H;        // R x H   encoder hidden, every block's slice
+  static constexpr int Z = HID + R * H;               // R x L   latent sample, every block's slice
+  static constexpr int HID2 = Z + R * L;              // R x H   decoder hidden (computed whole here)
+  static constexpr int MULV = HID2 + R * H;           // R x MULV_U  this block's mu | logvar
+  static constexpr int KL = MULV + R * K::MULV_U;     // R x L   KL terms (rank 0 gathers)
+  static constexpr int BCE = KL + R * L;              // R x D_SL   BCE terms of this block
+  static constexpr int RECON = BCE + R * K::D_SL;     // C x R   recon partial sums (rank 0 gathers)
+  static constexpr int BARS = RECON + C * R;          // 5 mbarriers
+  static constexpr size_t BYTES = BARS * sizeof(float) + 5 * sizeof(uint64_t);
   static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "float4 alignment");
   static_assert(BARS % 2 == 0, "mbarrier 8-byte alignment");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
 };
+enum Bar { BAR_X, BAR_W2, BAR_HID, BAR_Z, BAR_OUT };   // mbarriers, each completes once per forward
 
 // ---------------------------------------------------------------------------
 // Helpers: bulk copy (TMA 1-D) with mbarrier completion, cluster barrier halves
@@ -124,10 +138,9 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar) {
 __device__ __forceinline__ void mbar_fence_init() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
-// Thread 0 only: copy `bytes` (multiple of 16, 16-byte aligned) global -> own shared memory.
+// Thread 0 only: copy `bytes` (multiple of 16, 16-byte aligned) global -> own shared memory; the
+// bytes count on `bar`, whose phase was armed with them by mbar_expect.
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-               :: "r"(smem_u32(bar)), "r"(bytes) : "memory");
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                :: "r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)) : "memory");
 }
@@ -137,6 +150,42 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
     asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
                  : "=r"(done) : "r"(smem_u32(bar)), "r"(parity) : "memory");
   }
+}
+// Thread 0 only: copy `bytes` global -> the same smem offset in every block of the cluster; each
+// block's mbarrier at `bar`'s offset counts the bytes it receives.
+__device__ __forceinline__ void bulk_copy_multicast(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                                    uint16_t cta_mask) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+               " [%0], [%1], %2, [%3], %4;"
+               :: "r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)), "h"(cta_mask) : "memory");
+}
+// Thread 0 only: this phase of `bar` completes when `bytes` have arrived (and this one arrival).
+__device__ __forceinline__ void mbar_expect(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+// Wait for a phase whose bytes other blocks of the cluster wrote (st.async): acquire at cluster scope.
+__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"(smem_u32(bar)), "r"(parity) : "memory");
+  }
+}
+// The address of this block's smem location `p` in block `rank` of the cluster (shared::cluster window).
+__device__ __forceinline__ uint32_t cluster_addr(const void* p, int rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_u32(p)), "r"(rank));
+  return r;
+}
+// Remote stores that count their bytes on the destination's mbarrier (no cluster barrier needed).
+__device__ __forceinline__ void st_async(uint32_t addr, float v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];"
+               :: "r"(addr), "r"(__float_as_uint(v)), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void st_async(uint32_t addr, float4 v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
+               :: "r"(addr), "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)),
+                  "r"(__float_as_uint(v.w)), "r"(bar) : "memory");
 }
 __device__ __forceinline__ void cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
@@ -283,13 +332,13 @@ __device__ __forceinline__ float bce_term(float logit, float xv) {
 }
 
 // Last layer of the cluster kernel, one warp: pixels [p0, p0+U) of this block's slice x rows
-// [r0, r0+RW). Lanes split K=256 (W2 rows from smem into registers), a reduce-scatter leaves one
+// [r0, r0+RN). Lanes split K=256 (W2 rows from smem into registers), a reduce-scatter leaves one
 // (pixel, row) logit per writer lane, and its BCE term goes to smem BCE.
-template <int R, int U, int RW>
+template <int C, int U, int RN>
 __device__ __forceinline__ void dec_pixels(float* smem, const float* __restrict__ b2, int rank, int p0, int r0,
                                            int lane) {
-  using S = Smem<R>;
-  constexpr int N = U * RW;
+  using S = Smem<C>;
+  constexpr int N = U * RN, D_SL = Cl<C>::D_SL;
   float4 w[(H / 4 + 31) / 32][U];
 #pragma unroll
   for (int it = 0; it < (H / 4 + 31) / 32; ++it)
@@ -300,36 +349,37 @@ __device__ __forceinline__ void dec_pixels(float* smem, const float* __restrict_
 #pragma unroll
   for (int i = 0; i < N; ++i) acc[i] = 0.f;
 #ifndef VAE_SKIP_DEC
-  dot_rows<RW, U, H>(w, smem + S::HID2 + r0 * H, lane, acc);
+  dot_rows<RN, U, H>(w, smem + S::HID2 + r0 * H, lane, acc);
 #endif
   warp_reduce_scatter<N>(acc, lane);
 #pragma unroll
   for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
-    const int e = scatter_entry<N>(lane, t), p = p0 + e / RW, r = r0 + e % RW;
+    const int e = scatter_entry<N>(lane, t), p = p0 + e / RN, r = r0 + e % RN;
     if (!scatter_writer<N>(lane)) continue;
-    const int d = rank * D_SLICE + p;
-    smem[S::BCE + r * D_SLICE + p] = bce_term(acc[t] + __ldg(b2 + d), smem[S::X + r * D + d]);
+    const int d = rank * D_SL + p;
+    smem[S::BCE + r * D_SL + p] = bce_term(acc[t] + __ldg(b2 + d), smem[S::X + r * D + d]);
   }
 }
 
 // ---------------------------------------------------------------------------
-// The fused kernel. Cluster c owns rows [c*R, c*R+R); block `rank` of it owns
-// hidden units [32 rank, +32), latent units [4 rank, +4), pixels [98 rank, +98).
-// Phases, separated by cluster barriers (S1, S2, S4; v4 dropped S3):
-//   0  bulk-copy x tile (R x 784) and this block's 98 rows of W2 into smem
-//   1  encoder: warp w -> hidden units 32 rank + 4w + [0,4), lanes split K=784;
-//      push h slice to all 8 blocks                                        S1
-//   2  mu/logvar: warp w -> one unit (w<4: mu, else logvar), lanes split K=256;
-//      threads t < 4R: noise, z, KL term; push z to all, KL terms to rank 0 S2
-//   3  decoder hidden, all 256 units in every block: thread t -> unit t,
-//      rows 0..R-1 (no push, a block barrier)
-//   4  decoder output: warp w -> pixel groups w, w+8, w+16 of 4, lanes split
-//      K=256, then the last 2 pixels for rows w*R/8 + [0, R/8); sigmoid +
-//      BCE; per-row sums pushed to rank 0                                  S4
-//   5  rank 0 sums partials in fixed order, writes elbo/recon/kl.
+// The cluster kernel (small B). Cluster c owns rows [c*R, c*R+R), R = C; block `rank` of it owns
+// hidden units [H_SL rank, +H_SL), latent units [L_SL rank, +L_SL), pixels [D_SL rank, +D_SL).
+// Blocks exchange slices with st.async stores into each other's smem, each counted on the
+// receiver's mbarrier, so a block waits only for the data it needs: no cluster barrier after the
+// one at the start (which makes every block's mbarriers valid before anyone writes to them).
+//   0  mbarriers; bulk copy of this block's D_SL rows of W2; We rows into registers; block q
+//      multicasts row q of the x tile to every block of the cluster
+//   1  encoder: warp w -> units 4 (w % ENC_GROUPS) + [0,4) of the slice, rows RW (w / ENC_GROUPS)
+//      + [0,RW), lanes split K=784; h slice -> own HID, then pushed to the other blocks
+//   2  mu/logvar: warp w -> unit w % MULV_U (< L_SL: mu), RW rows, lanes split K=256;
+//      threads t < R*L_SL: noise, z, KL term; z pushed to every block, KL terms to rank 0
+//   3  decoder hidden, all 256 units for the R rows in every block: thread t -> unit t
+//   4  decoder output: warp w -> tasks w, w+8, w+16 (4 pixels x RW rows), lanes split K=256, then
+//      the last DEC_TAIL pixels for rows w*R/8 + [0, R/8); sigmoid + BCE terms
+//   5  per-row sums of the slice pushed to rank 0; rank 0 sums in fixed order, writes the outputs.
 // ---------------------------------------------------------------------------
-template <int R>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
+template <int C>
+__global__ void __launch_bounds__(THREADS, 1)
 vae_elbo_kernel(const float* __restrict__ x,
                 const float* __restrict__ We, const float* __restrict__ be,
                 const float* __restrict__ Wmu, const float* __restrict__ bmu,
@@ -337,12 +387,14 @@ vae_elbo_kernel(const float* __restrict__ x,
                 const float* __restrict__ W1, const float* __restrict__ b1,
                 const float* __restrict__ W2, const float* __restrict__ b2,
                 float* __restrict__ out, int B, Noise noise) {
-  using S = Smem<R>;
+  using K = Cl<C>;
+  using S = Smem<C>;
+  constexpr int R = K::R;
   extern __shared__ __align__(16) float smem[];
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = (int)cluster.block_rank();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int row0 = (int)(blockIdx.x / CLUSTER) * R;
+  const int row0 = (int)(blockIdx.x / C) * R;
   const int rows = min(R, B - row0);
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::BARS);
 #ifdef VAE_PROFILE
@@ -350,142 +402,175 @@ vae_elbo_kernel(const float* __restrict__ x,
 #endif
   PROF(0);
 
-  // ---- phase 0: async loads of the x tile and this block's W2 rows
-  if (tid == 0) { mbar_init(&bars[0]); mbar_init(&bars[1]); mbar_fence_init(); }
-  __syncthreads();
+  // ---- phase 0: mbarriers (each expects its bytes once), W2 slice, x tile
   if (tid == 0) {
-    bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[0]);
-#ifndef VAE_SKIP_DEC
-    bulk_copy(smem + S::W2, W2 + (size_t)rank * D_SLICE * H, (uint32_t)(D_SLICE * H * sizeof(float)), &bars[1]);
-#endif
+#pragma unroll
+    for (int i = 0; i < 5; ++i) mbar_init(&bars[i]);
+    mbar_expect(&bars[BAR_X], (uint32_t)(rows * D * sizeof(float)));
+    mbar_expect(&bars[BAR_W2], (uint32_t)(K::D_SL * H * sizeof(float)));
+    mbar_expect(&bars[BAR_HID], (uint32_t)((C - 1) * R * K::H_SL * sizeof(float)));
+    mbar_expect(&bars[BAR_Z], (uint32_t)((C - 1) * R * K::L_SL * sizeof(float)));
+    mbar_expect(&bars[BAR_OUT], rank == 0 ? (uint32_t)((C - 1) * R * (1 + K::L_SL) * sizeof(float)) : 0u);
+    mbar_fence_init();
+    bulk_copy(smem + S::W2, W2 + (size_t)rank * K::D_SL * H, (uint32_t)(K::D_SL * H * sizeof(float)), &bars[BAR_W2]);
   }
+  cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
   for (int i = rows * D + tid; i < R * D; i += THREADS) smem[S::X + i] = 0.f;   // rows past B
-  cluster_arrive_relaxed();   // "this block has started": needed before anyone writes into it
 
   // ---- phase 1: encoder, h = relu(x We^T + be)
+  const int eg = warp % K::ENC_GROUPS, er0 = (warp / K::ENC_GROUPS) * RW;
+  const int unit0 = rank * K::H_SL + 4 * eg;
   {
-    const int unit0 = rank * H_SLICE + warp * ENC_U;
-    float4 w[(D / 4 + 31) / 32][ENC_U];
+    float4 w[(D / 4 + 31) / 32][4];
 #ifndef VAE_SKIP_ENC
-    load_rows<ENC_U, D>(We, unit0, ENC_U, lane, w);
+    load_rows<4, D>(We, unit0, 4, lane, w);
 #endif
-    constexpr int N = ENC_U * R;
+    const float bias = __ldg(be + unit0 + lane / RW);
+    cluster_wait();
+#ifdef VAE_DBG_NO_MC
+    if (tid == 0)
+      for (int q = 0; q < rows; ++q)
+        bulk_copy(smem + S::X + q * D, x + (size_t)(row0 + q) * D, D * sizeof(float), &bars[BAR_X]);
+#else
+    if (tid == 0 && rank < rows)   // row `rank` of the tile, to every block
+      bulk_copy_multicast(smem + S::X + rank * D, x + (size_t)(row0 + rank) * D, D * sizeof(float), &bars[BAR_X],
+                          (uint16_t)((1u << C) - 1));
+#endif
+    constexpr int N = 4 * RW;
+    static_assert(N == 32, "one (unit, row) per lane after the reduce-scatter");
     float acc[N];
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[i] = 0.f;
-    mbar_wait(&bars[0], 0);
+    mbar_wait(&bars[BAR_X], 0);
     __syncthreads();   // zero-filled rows visible
     PROF(1);
 #ifndef VAE_SKIP_ENC
-    dot_rows<R, ENC_U, D>(w, smem + S::X, lane, acc);
+    dot_rows<RW, 4, D>(w, smem + S::X + er0 * D, lane, acc);
 #endif
     warp_reduce_scatter<N>(acc, lane);
-    PROF(2);
-    cluster_wait();    // every block of the cluster has started
-#pragma unroll
-    for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
-      const int e = scatter_entry<N>(lane, t), u = e / R, r = e % R;
-      const float h = fmaxf(acc[t] + __ldg(be + unit0 + u), 0.f);
-#pragma unroll
-      for (int c = 0; c < CLUSTER; ++c)
-        cluster.map_shared_rank(smem + S::HID, c)[r * H + unit0 + u] = h;
+    smem[S::HID + (er0 + lane % RW) * H + unit0 + lane / RW] = fmaxf(acc[0] + bias, 0.f);
+  }
+  // prefetch phase 2 weights: warp w -> mu|logvar unit w % MULV_U, rows RW (w / MULV_U) + [0,RW)
+  const int mu_i = warp % K::MULV_U, mr0 = (warp / K::MULV_U) * RW;
+  const int j2 = rank * K::L_SL + mu_i % K::L_SL;
+  const bool is_mu = mu_i < K::L_SL;
+  const float bias2 = __ldg((is_mu ? bmu : blv) + j2);
+  float4 wml[(H / 4 + 31) / 32][1];
+  load_rows<1, H>(is_mu ? Wmu : Wlv, j2, 1, lane, wml);
+  PROF(2);
+  __syncthreads();   // own h slice complete
+  {  // push it: float4 e -> destination rank + 1 + e / (R H_SL/4), row, 4 units
+    constexpr int PER = R * K::H_SL / 4;
+    for (int e = tid; e < (C - 1) * PER; e += THREADS) {
+      const int dst = (rank + 1 + e / PER) % C, q = e % PER;
+      const int off = S::HID + (q / (K::H_SL / 4)) * H + rank * K::H_SL + 4 * (q % (K::H_SL / 4));
+      st_async(cluster_addr(smem + off, dst), *reinterpret_cast<const float4*>(smem + off),
+               cluster_addr(&bars[BAR_HID], dst));
     }
   }
-  // prefetch phase 2 weights across the barrier
-  const int j2 = rank * L_SLICE + (warp % L_SLICE);
-  const float* W2row = (warp < L_SLICE ? Wmu : Wlv);
-  const float bias2 = __ldg((warp < L_SLICE ? bmu : blv) + j2);
-  float4 wml[(H / 4 + 31) / 32][1];
-  load_rows<1, H>(W2row, j2, 1, lane, wml);
+  mbar_wait_cluster(&bars[BAR_HID], 0);
   PROF(3);
-  cluster.sync();   // S1: full h in every block
-  PROF(4);
 
   // ---- phase 2: mu, logvar, noise, z, KL terms
   {
-    float acc[R];
+    float acc[RW];
 #pragma unroll
-    for (int i = 0; i < R; ++i) acc[i] = 0.f;
-    dot_rows<R, 1, H>(wml, smem + S::HID, lane, acc);
-    warp_reduce_scatter<R>(acc, lane);
-    if (scatter_writer<R>(lane)) smem[S::MULV + scatter_entry<R>(lane, 0) * 2 * L_SLICE + warp] = acc[0] + bias2;
+    for (int i = 0; i < RW; ++i) acc[i] = 0.f;
+    dot_rows<RW, 1, H>(wml, smem + S::HID + mr0 * H, lane, acc);
+    warp_reduce_scatter<RW>(acc, lane);
+    if (scatter_writer<RW>(lane))
+      smem[S::MULV + (mr0 + scatter_entry<RW>(lane, 0)) * K::MULV_U + mu_i] = acc[0] + bias2;
     __syncthreads();
-    if (tid < R * L_SLICE) {
-      const int r = tid / L_SLICE, jj = tid % L_SLICE, j = rank * L_SLICE + jj;
-      const float mu = smem[S::MULV + r * 2 * L_SLICE + jj];
-      const float lv = smem[S::MULV + r * 2 * L_SLICE + L_SLICE + jj];
+    if (tid < R * K::L_SL) {
+      const int r = tid / K::L_SL, jj = tid % K::L_SL, j = rank * K::L_SL + jj;
+      const float mu = smem[S::MULV + r * K::MULV_U + jj];
+      const float lv = smem[S::MULV + r * K::MULV_U + K::L_SL + jj];
       const float eps = r < rows ? noise_source(noise)((uint64_t)(row0 + r) * L + j) : 0.f;
       const float sd = expf(__fmul_rn(0.5f, lv));
       const float z = __fadd_rn(mu, __fmul_rn(sd, eps));
       const float klt = __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv));
-#pragma unroll
-      for (int c = 0; c < CLUSTER; ++c)
-        cluster.map_shared_rank(smem + S::Z, c)[r * L + j] = z;
-      cluster.map_shared_rank(smem + S::KL, 0)[r * L + j] = klt;
+      smem[S::Z + r * L + j] = z;
+#pragma unroll 1
+      for (int c = 1; c < C; ++c) {
+        const int dst = (rank + c) % C;
+        st_async(cluster_addr(smem + S::Z + r * L + j, dst), z, cluster_addr(&bars[BAR_Z], dst));
+      }
+      if (rank == 0) smem[S::KL + r * L + j] = klt;
+      else st_async(cluster_addr(smem + S::KL + r * L + j, 0), klt, cluster_addr(&bars[BAR_OUT], 0));
     }
   }
-  // prefetch phase 3 weights across the barrier: thread t owns decoder hidden unit t
+  // prefetch phase 3 weights: thread t owns decoder hidden unit t
   float4 w3[L / 4];
 #pragma unroll
   for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)tid * L) + k);
   const float bias3 = __ldg(b1 + tid);
-  PROF(5);
-  cluster.sync();   // S2: full z in every block
+  mbar_wait_cluster(&bars[BAR_Z], 0);
+  __syncthreads();   // own z slice visible
+  PROF(4);
 
-  // ---- phase 3: decoder hidden, h2 = relu(W1 z + b1), all 256 units for the cluster's R rows in
-  // every block (R x 256 x 32 FMAs, z reads are warp broadcasts): cheaper than a cluster barrier
+  // ---- phase 3: decoder hidden, h2 = relu(W1 z + b1), all 256 units for the R rows in every block
 #pragma unroll 4
   for (int r = 0; r < R; ++r) {
     const float4* zr = reinterpret_cast<const float4*>(smem + S::Z + r * L);
-    float s = 0.f;
+    float acc = 0.f;
 #pragma unroll
     for (int k = 0; k < L / 4; ++k) {
       const float4 a = zr[k];
-      s = fmaf(w3[k].x, a.x, s); s = fmaf(w3[k].y, a.y, s);
-      s = fmaf(w3[k].z, a.z, s); s = fmaf(w3[k].w, a.w, s);
+      acc = fmaf(w3[k].x, a.x, acc); acc = fmaf(w3[k].y, a.y, acc);
+      acc = fmaf(w3[k].z, a.z, acc); acc = fmaf(w3[k].w, a.w, acc);
     }
-    smem[S::HID2 + r * H + tid] = fmaxf(s + bias3, 0.f);
+    smem[S::HID2 + r * H + tid] = fmaxf(acc + bias3, 0.f);
   }
   __syncthreads();  // full decoder hidden in this block
-  PROF(6);
+  PROF(5);
 
   // ---- phase 4: decoder output logits, sigmoid, BCE terms
-#ifndef VAE_SKIP_DEC
-  mbar_wait(&bars[1], 0);
-#endif
+  mbar_wait(&bars[BAR_W2], 0);
+  PROF(6);
+  for (int k = warp; k < K::DEC_TASKS; k += WARPS)
+    dec_pixels<C, DEC_U, RW>(smem, b2, rank, (k % K::DEC_GROUPS) * DEC_U, (k / K::DEC_GROUPS) * RW, lane);
+  if constexpr (K::DEC_TAIL > 0)
+    dec_pixels<C, K::DEC_TAIL, R / WARPS>(smem, b2, rank, K::DEC_GROUPS * DEC_U, warp * (R / WARPS), lane);
   PROF(7);
-  for (int g = warp; g < DEC_GROUPS; g += WARPS)
-    dec_pixels<R, DEC_U, R>(smem, b2, rank, g * DEC_U, 0, lane);
-  if constexpr (DEC_TAIL > 0)     // the last pixels: warp w takes rows w*R/8 + [0, R/8)
-    dec_pixels<R, DEC_TAIL, R / WARPS>(smem, b2, rank, DEC_GROUPS * DEC_U, warp * (R / WARPS), lane);
-  PROF(8);
   __syncthreads();
-  // per-row sums of this block's 98 BCE terms: warp w -> rows w, w+8, ...
+
+  // ---- phase 5: per-row sums of this block's D_SL BCE terms (warp w -> rows w*R/8 + [0, R/8)) to rank 0
 #pragma unroll
-  for (int i = 0; i < R / 8; ++i) {
-    const int r = warp + 8 * i;
+  for (int i = 0; i < R / WARPS; ++i) {
+    const int r = warp * (R / WARPS) + i;
     float s = 0.f;
-    for (int p = lane; p < D_SLICE; p += 32) s += smem[S::BCE + r * D_SLICE + p];
+    for (int p = lane; p < K::D_SL; p += 32) s += smem[S::BCE + r * K::D_SL + p];
 #pragma unroll
     for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) cluster.map_shared_rank(smem + S::RECON, 0)[rank * R + r] = s;
+    if (lane == 0) {
+      if (rank == 0) smem[S::RECON + r] = s;
+      else st_async(cluster_addr(smem + S::RECON + rank * R + r, 0), s, cluster_addr(&bars[BAR_OUT], 0));
+    }
   }
-  PROF(9);
-  cluster.sync();   // S4: all partials on rank 0; no remote access after this
-  PROF(10);
-#ifdef VAE_PROFILE
-  if (tid == 0 && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1))
-    printf("prof B=%d R=%d block %d: x-wait %lld enc %lld push %lld S1 %lld mulv %lld S2+dec1 %lld w2-wait %lld dec2 %lld sums %lld S4 %lld cycles\n",
-           B, R, (int)blockIdx.x, prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3],
-           prof[5] - prof[4], prof[6] - prof[5], prof[7] - prof[6], prof[8] - prof[7], prof[9] - prof[8],
-           prof[10] - prof[9]);
+  PROF(8);
+#ifdef VAE_DBG_END_SYNC
+  cluster_arrive_relaxed();
+  if (rank != 0) { cluster_wait(); return; }
+#else
+  if (rank != 0) return;   // nothing writes into a block that is past its last wait
 #endif
-
-  // ---- phase 5: rank 0 writes elbo, recon, kl (fixed summation order)
-  if (rank == 0 && tid < rows) {
+  mbar_wait_cluster(&bars[BAR_OUT], 0);
+  __syncthreads();   // rank 0's own partials visible
+  PROF(9);
+#ifdef VAE_PROFILE
+  if (tid == 0 && (blockIdx.x == 0 || blockIdx.x == gridDim.x - C))
+    printf("prof B=%d C=%d block %d: x-wait %lld enc %lld push+h-wait %lld mulv+z-wait %lld dec1 %lld "
+           "w2-wait %lld dec2 %lld sums %lld out-wait %lld cycles\n",
+           B, C, (int)blockIdx.x, prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3],
+           prof[5] - prof[4], prof[6] - prof[5], prof[7] - prof[6], prof[8] - prof[7], prof[9] - prof[8]);
+#endif
+#ifdef VAE_DBG_END_SYNC
+  cluster_wait();
+#endif
+  if (tid < rows) {   // fixed summation order
     float recon = 0.f, kls = 0.f;
 #pragma unroll
-    for (int c = 0; c < CLUSTER; ++c) recon += smem[S::RECON + c * R + tid];
+    for (int c = 0; c < C; ++c) recon += smem[S::RECON + c * R + tid];
 #pragma unroll
     for (int j = 0; j < L; ++j) kls += smem[S::KL + tid * L + j];
     const float kl = -0.5f * kls;
@@ -946,6 +1031,61 @@ static void launch(Kernel kernel, size_t smem_bytes, int grid, int threads, bool
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// The cluster kernel: cluster size C at launch (16 is a non-portable size, allowed once per device).
+template <int C>
+static void launch_cluster(const float* x, const Params& w, float* out, int B, const Noise& noise,
+                           cudaStream_t stream, c10::DeviceIndex dev) {
+  static bool configured[64];
+  auto kernel = vae_elbo_kernel<C>;
+  if (!configured[dev]) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Smem<C>::BYTES));
+    if (C > 8) C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    configured[dev] = true;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)((B + Cl<C>::R - 1) / Cl<C>::R) * C);
+  cfg.blockDim = dim3(THREADS);
+  cfg.dynamicSmemBytes = Smem<C>::BYTES;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = C;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, x, w.p[0], w.p[1], w.p[2], w.p[3], w.p[4], w.p[5], w.p[6],
+                                    w.p[7], w.p[8], w.p[9], out, B, noise));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Test/dev entry: how many clusters of C blocks of the cluster kernel fit on the device at once.
+int64_t max_active_clusters(int64_t C) {
+  TORCH_CHECK(C == 8 || C == 16, "max_active_clusters: C must be 8 or 16");
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)C * 64);
+  cfg.blockDim = dim3(THREADS);
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = (unsigned)C;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (C == 8) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(vae_elbo_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Smem<8>::BYTES));
+    cfg.dynamicSmemBytes = Smem<8>::BYTES;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, vae_elbo_kernel<8>, &cfg));
+  } else {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(vae_elbo_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Smem<16>::BYTES));
+    C10_CUDA_CHECK(cudaFuncSetAttribute(vae_elbo_kernel<16>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    cfg.dynamicSmemBytes = Smem<16>::BYTES;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, vae_elbo_kernel<16>, &cfg));
+  }
+  return n;
+}
+
 // Which kernel runs for B rows when the caller asks for none (rows_per_tile = 0), from v3's
 // H200 run (GPU µs): cluster R=16 grows ~0.08 µs/row (95 at B=1000, 338 at 4096) while the
 // tile kernel is flat until its blocks fill the SMs (BM=32: 180 up to B=4096; BM=64: 280 up to
@@ -964,12 +1104,10 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
   const float* xp = x.data_ptr<float>();
   float* op = out.data_ptr<float>();
   const int Bi = (int)B;
-  static bool conf8[64], conf16[64], conf32[64], conf64[64];
+  static bool conf32[64], conf64[64];
   switch (R) {
-    case 8:  launch(vae_elbo_kernel<8>, Smem<8>::BYTES, (int)((B + 7) / 8) * CLUSTER, THREADS, conf8,
-                    xp, w, op, Bi, noise, stream, dv); break;
-    case 16: launch(vae_elbo_kernel<16>, Smem<16>::BYTES, (int)((B + 15) / 16) * CLUSTER, THREADS, conf16,
-                    xp, w, op, Bi, noise, stream, dv); break;
+    case 8:  launch_cluster<8>(xp, w, op, Bi, noise, stream, dv); break;
+    case 16: launch_cluster<16>(xp, w, op, Bi, noise, stream, dv); break;
     case 32: launch(vae_elbo_kernel_tile<32>, TileSmem<32>::BYTES, (int)((B + 31) / 32), TT, conf32,
                     xp, w, op, Bi, noise, stream, dv); break;
     default: launch(vae_elbo_kernel_tile<64>, TileSmem<64>::BYTES, (int)((B + 63) / 64), TT, conf64,
@@ -1036,6 +1174,7 @@ CPP_DECL = (
     "const at::Tensor& blv, const at::Tensor& W1, const at::Tensor& b1, const at::Tensor& W2, "
     "const at::Tensor& b2, int64_t rows_per_tile);\n"
     "at::Tensor draw_noise(int64_t rows, int64_t cols, int64_t device_index);\n"
+    "int64_t max_active_clusters(int64_t C);\n"
 )
 # The exports' declaration (harness export): CUDA_SRC compiled with "#define VAE_EPS_INPUT" first.
 CPP_DECL_EPS = (
@@ -1054,10 +1193,10 @@ def _build():
         extra = os.environ.get("VAE_EXTRA_CUDA_FLAGS", "").split()   # dev variants, see tools/kernel_dev.py
         suffix = "_" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8] if extra else ""
         return load_inline(
-            name="vae_elbo_fused_v4" + suffix,
+            name="vae_elbo_fused_v5" + suffix,
             cpp_sources=CPP_DECL,
             cuda_sources=CUDA_SRC,
-            functions=["vae_forward", "draw_noise"],
+            functions=["vae_forward", "draw_noise", "max_active_clusters"],
             extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"] + extra,
             verbose=False,
         )
