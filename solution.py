@@ -1,48 +1,33 @@
 """Fused VAE forward pass (ELBO) in one CUDA kernel launch, for Hopper (sm_90).
 
-Computes what reference.py's Model computes, for input_dim=784, hidden_dim=256,
-latent_dim=32 (other sizes raise ValueError at construction):
-  x (B, 784) float32 in [0, 1], any B >= 1 (B = 0 gives empty outputs)
+What it computes: reference.py's Model for (input_dim, hidden_dim, latent_dim) = (784, 256, 32)
+(other sizes raise ValueError at construction), fp32 throughout (no TF32, no fast math):
+  x (B, 784) float32 in [0, 1], any B >= 0
   h  = relu(x We^T + be)                    (B, 256)
   mu, logvar = h Wmu^T + bmu, h Wlv^T + blv (B, 32)
   z  = mu + exp(0.5 logvar) * eps           eps bit-identical to torch.randn_like(std)
   xr = sigmoid(W2 relu(W1 z + b1) + b2)     (B, 784), never leaves the chip
   recon = BCE(xr, x).sum(-1), kl = -0.5 sum(1 + logvar - mu^2 - e^logvar)
-returns (elbo, recon, kl), each (B,) float32, rows of one (3, B) allocation.
-All arithmetic and accumulation is fp32 (no TF32, no fast math).
+returns (elbo, recon, kl), each (B,) float32, the rows of one (3, B) allocation.
 
-One launch per forward, one of two kernels chosen on the host by B:
-- small B: a cluster of 8 thread blocks owns R = 16 rows (R = 8 kept as a variant
-  for tests and timing); each block computes 1/8 of every layer's output units for
-  those rows and pushes its slice into all 8 blocks' shared memory (distributed
-  shared memory), so each block reads only 1/8 of the weights.
-- large B: one block owns BM = 32 or 64 rows end to end (no cluster); the two big
-  layers are register-tiled SGEMMs (8 columns x BM/8 rows per thread) with weights
-  and x streamed through shared memory in K-chunks of 16.
-`forward(x, rows_per_tile)` forces one: 8/16 = cluster kernel, 32/64 = block-tile kernel.
-The noise is drawn inside the kernel with torch's own Philox layout and
-reservation of the default CUDA generator (CUDA-graph safe).
+Build and check: importing this file compiles CUDA_SRC with load_inline (about a minute);
+`make check` proves it against reference.py and times it, `make bench` times it in full,
+`python -m pytest tests/test_solution.py` tests it (GPU tests skip without a GPU),
+`python tools/kernel_dev.py` builds, tests and times every kernel on a GPU machine.
 
-Build and check: `make check` (tests/test_solution.py; GPU tests need a GPU),
-`make bench`; on a GPU machine tools/kernel_dev.py builds, tests and times.
-
-Version log (H200, B=128, CUDA-event median per forward call, GPU time from
-CUDA-graph replay; see notes/solution.md):
-  v1: cluster-of-8 DSMEM kernel, W2 slice and x tile by bulk copy, warp K-split
-      dot products with butterfly reduce-scatter, R=8 for B<=1024:
-      33.6 µs per call (no-op kernel call 14.1), 25.5 µs GPU; B=16384 1310 µs GPU (eager 523)
-  v2: R=16 for every B: 40.4 µs per call (no-op 21.1 in that run), 20.1 µs GPU
-      at B=128, 95.7 at B=1000, 1310 at B=16384 (eager 521): far from the goals;
-      constexpr sizes no longer bound by reference in host error messages (segfault fix)
-  v3: block-tile SGEMM kernel for large B (BM = 32 / 64 rows per block, 8x8 register
-      tiles, K-chunks double-buffered through registers), host picks it by B:
-      B=128 unchanged (cluster R=16: 38.7 µs per call, no-op 19.1, 20.2 GPU);
-      B=4096 181 µs GPU (v2 340, eager 186); B=16384 494 µs GPU (v2 1310, eager 519)
-  v4: cluster kernel: every block computes the whole decoder hidden layer (drops one
-      cluster barrier and its DSMEM pushes); last layer in 3 even passes per warp plus a
-      2-pixel tail split by rows (v3: 25 groups over 8 warps, a 4th pass for one warp):
-      B=128 19.2 µs GPU (v3 20.3 same run; profiler 17.5 vs 18.8), 41.5 µs per call (no-op 21.5);
-      B=1000 90.1 µs GPU (v3 96.5); large B unchanged (tile kernel)
+The kernels in CUDA_SRC, one launch per forward, picked on the host by B
+(`forward(x, rows_per_tile)` forces one):
+- vae_elbo_kernel<R> (R = 8, 9, 16; B up to 2303): a cluster of 8 blocks owns R rows, each
+  block 1/8 of every layer's output units; slices travel between the blocks' shared memory
+  by st.async on mbarriers. R = 8 or 9 while the batch fits one wave of clusters, else 16.
+- vae_elbo_kernel_tile<BM> (BM = 32, 64; larger B): one block owns BM rows end to end, the
+  two big layers as register-tiled SGEMMs streamed through shared memory.
+- draw_noise_kernel: test entry, the noise the kernels draw.
+Noise: drawn in-kernel with torch's Philox layout and the default CUDA generator's
+reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an input instead
+(vae_forward_eps, CPP_DECL_EPS: the leaderboard exports of `python -m harness export`).
+Dev switches (tools/kernel_dev.py): VAE_PROFILE (phase clocks), VAE_SKIP_ENC, VAE_SKIP_DEC.
+Versions and their measured times: notes/solution.md.
 """
 import hashlib
 import os
@@ -71,57 +56,44 @@ namespace cg = cooperative_groups;
 constexpr int D = 784;                    // input / output features
 constexpr int H = 256;                    // hidden units (encoder and decoder)
 constexpr int L = 32;                     // latent units
-constexpr int THREADS = 256;             // cluster kernel: 8 warps per block
+constexpr int CLUSTER = 8;                // cluster kernel: blocks per cluster, each owns 1/8 of every layer
+constexpr int THREADS = 256;              // 8 warps per block
 constexpr int WARPS = THREADS / 32;
-constexpr int RW = 8;                     // cluster kernel: rows per warp in every dot-product phase
+constexpr int H_SLICE = H / CLUSTER;      // 32 hidden units per block
+constexpr int L_SLICE = L / CLUSTER;      // 4 latent units per block (mu and logvar each)
+constexpr int D_SLICE = D / CLUSTER;      // 98 output pixels per block
+constexpr int ENC_U = H_SLICE / WARPS;    // 4 hidden units per warp in the encoder
+constexpr int MULV_U = 2 * L_SLICE;       // 8 mu | logvar units per block, one per warp
+constexpr int RC = 8;                     // rows per chunk: dot products run on 8 rows, then the R % 8 left
 constexpr int DEC_U = 4;                  // output pixels per warp pass in the last layer
+constexpr int DEC_GROUPS = D_SLICE / DEC_U;   // 24 full groups of 4 pixels, 3 per warp per chunk
+constexpr int DEC_TAIL = D_SLICE % DEC_U;     // 2 pixels left: warp w takes rows w, w+8, ...
 constexpr int NOISE_BLOCK = 256;          // torch's normal_ launch: block size ...
 constexpr int NOISE_UNROLL = 4;           // ... and values per curand_normal4 call
+static_assert(D % CLUSTER == 0 && H % CLUSTER == 0 && L % CLUSTER == 0, "layers split evenly over the cluster");
 static_assert(D % 4 == 0 && H % 4 == 0 && L % 4 == 0, "rows are read as float4");
+static_assert(ENC_U == 4 && H_SLICE % 4 == 0, "encoder: 4 units per warp, slices pushed as float4");
+static_assert(MULV_U == WARPS, "mu/logvar layer: one output unit per warp");
 static_assert(THREADS == H, "decoder hidden layer: one thread per unit, every block computes all of it");
-static_assert((D * 4) % 16 == 0, "bulk copies move multiples of 16 bytes");
+static_assert(DEC_GROUPS % WARPS == 0, "last layer: the same number of full groups for every warp");
+static_assert((D_SLICE * H * 4) % 16 == 0 && (D * 4) % 16 == 0, "bulk copies move multiples of 16 bytes");
 
-// Cluster kernel tiling for a cluster of C blocks (C = 8 or 16). The cluster owns R = C rows;
-// block `rank` owns 1/C of every layer's output units. Every warp works on RW = 8 rows, so the
-// per-block work is the same for both C: 128 SMs busy at B = 128 either way.
-template <int C>
-struct Cl {
-  static constexpr int R = C;                         // rows per cluster
-  static constexpr int H_SL = H / C;                  // encoder units per block (16 | 32)
-  static constexpr int L_SL = L / C;                  // latent units per block, mu and logvar each (2 | 4)
-  static constexpr int D_SL = D / C;                  // output pixels per block (49 | 98)
-  static constexpr int ENC_GROUPS = H_SL / 4;         // encoder: warps split units in groups of 4 ...
-  static constexpr int ROW_SPLIT = WARPS / ENC_GROUPS;//   ... and rows in ROW_SPLIT parts of RW
-  static constexpr int MULV_U = 2 * L_SL;             // mu | logvar units per block, one per warp (per row part)
-  static constexpr int DEC_GROUPS = D_SL / DEC_U;     // full groups of 4 pixels (12 | 24) ...
-  static constexpr int DEC_TASKS = DEC_GROUPS * ROW_SPLIT;  // ... times row parts: 24 tasks, 3 per warp
-  static constexpr int DEC_TAIL = D_SL % DEC_U;       // pixels left (1 | 2): warp w takes rows w*R/8 + [0, R/8)
-  static_assert(C == 8 || C == 16, "cluster of 8 or 16 blocks");
-  static_assert(H % C == 0 && L % C == 0 && D % C == 0, "layers split evenly over the cluster");
-  static_assert(ROW_SPLIT * RW == R && WARPS % ENC_GROUPS == 0, "encoder: warps = unit groups x row parts");
-  static_assert((WARPS / MULV_U) * RW == R, "mu/logvar: warps = units x row parts");
-  static_assert(DEC_TASKS % WARPS == 0 && R % WARPS == 0, "last layer: the same work for every warp");
-  static_assert((D_SL * H * 4) % 16 == 0 && H_SL % 4 == 0, "bulk copy and float4 pushes");
-};
-
-// Shared memory of one cluster-kernel block, in floats.
-template <int C>
+// Shared memory of one cluster-kernel block, in floats. R = rows owned by the cluster.
+template <int R>
 struct Smem {
-  using K = Cl<C>;
-  static constexpr int R = K::R;
-  static constexpr int X = 0;                         // R x D   input tile (multicast bulk copy)
-  static constexpr int W2 = X + R * D;                // D_SL x H  this block's rows of W2 (bulk copy)
-  static constexpr int HID = W2 + K::D_SL * H;        // R x H   encoder hidden, every block's slice
+  static_assert(R >= RC && (R % RC == 0 || R % RC == 1), "R = 8 q (+ 1): chunks of 8 rows and one row left");
+  static constexpr int X = 0;                         // R x D   input tile (bulk copy)
+  static constexpr int W2 = X + R * D;                // D_SLICE x H  this block's rows of W2 (bulk copy)
+  static constexpr int HID = W2 + D_SLICE * H;        // R x H   encoder hidden, every block's slice
   static constexpr int Z = HID + R * H;               // R x L   latent sample, every block's slice
   static constexpr int HID2 = Z + R * L;              // R x H   decoder hidden (computed whole here)
   static constexpr int MULV = HID2 + R * H;           // R x MULV_U  this block's mu | logvar
-  static constexpr int KL = MULV + R * K::MULV_U;     // R x L   KL terms (rank 0 gathers)
-  static constexpr int BCE = KL + R * L;              // R x D_SL   BCE terms of this block
-  static constexpr int RECON = BCE + R * K::D_SL;     // C x R   recon partial sums (rank 0 gathers)
-  static constexpr int BARS = RECON + C * R;          // 5 mbarriers
+  static constexpr int KL = MULV + R * MULV_U;        // R x L   KL terms (rank 0 gathers)
+  static constexpr int BCE = KL + R * L;              // R x D_SLICE   BCE terms of this block
+  static constexpr int RECON = BCE + R * D_SLICE;     // CLUSTER x R   recon partial sums (rank 0 gathers)
+  static constexpr int BARS = (RECON + CLUSTER * R + 1) / 2 * 2;   // 5 mbarriers, 8-byte aligned
   static constexpr size_t BYTES = BARS * sizeof(float) + 5 * sizeof(uint64_t);
   static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "float4 alignment");
-  static_assert(BARS % 2 == 0, "mbarrier 8-byte alignment");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
 };
 enum Bar { BAR_X, BAR_W2, BAR_HID, BAR_Z, BAR_OUT };   // mbarriers, each completes once per forward
@@ -150,14 +122,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
     asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
                  : "=r"(done) : "r"(smem_u32(bar)), "r"(parity) : "memory");
   }
-}
-// Thread 0 only: copy `bytes` global -> the same smem offset in every block of the cluster; each
-// block's mbarrier at `bar`'s offset counts the bytes it receives.
-__device__ __forceinline__ void bulk_copy_multicast(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
-                                                    uint16_t cta_mask) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-               " [%0], [%1], %2, [%3], %4;"
-               :: "r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)), "h"(cta_mask) : "memory");
 }
 // Thread 0 only: this phase of `bar` completes when `bytes` have arrived (and this one arrival).
 __device__ __forceinline__ void mbar_expect(uint64_t* bar, uint32_t bytes) {
@@ -334,11 +298,11 @@ __device__ __forceinline__ float bce_term(float logit, float xv) {
 // Last layer of the cluster kernel, one warp: pixels [p0, p0+U) of this block's slice x rows
 // [r0, r0+RN). Lanes split K=256 (W2 rows from smem into registers), a reduce-scatter leaves one
 // (pixel, row) logit per writer lane, and its BCE term goes to smem BCE.
-template <int C, int U, int RN>
+template <int R, int U, int RN>
 __device__ __forceinline__ void dec_pixels(float* smem, const float* __restrict__ b2, int rank, int p0, int r0,
                                            int lane) {
-  using S = Smem<C>;
-  constexpr int N = U * RN, D_SL = Cl<C>::D_SL;
+  using S = Smem<R>;
+  constexpr int N = U * RN;
   float4 w[(H / 4 + 31) / 32][U];
 #pragma unroll
   for (int it = 0; it < (H / 4 + 31) / 32; ++it)
@@ -356,30 +320,65 @@ __device__ __forceinline__ void dec_pixels(float* smem, const float* __restrict_
   for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
     const int e = scatter_entry<N>(lane, t), p = p0 + e / RN, r = r0 + e % RN;
     if (!scatter_writer<N>(lane)) continue;
-    const int d = rank * D_SL + p;
-    smem[S::BCE + r * D_SL + p] = bce_term(acc[t] + __ldg(b2 + d), smem[S::X + r * D + d]);
+    const int d = rank * D_SLICE + p;
+    smem[S::BCE + r * D_SLICE + p] = bce_term(acc[t] + __ldg(b2 + d), smem[S::X + r * D + d]);
   }
 }
 
+// Encoder, one warp: units [unit0, unit0+4) x rows [r0, r0+RN), lanes split K=784 with this warp's
+// We rows in registers; h = relu(. + be) -> own smem HID.
+template <int R, int RN>
+__device__ __forceinline__ void enc_rows(float* smem, const float4 (&w)[(D / 4 + 31) / 32][ENC_U],
+                                         const float* __restrict__ be, int unit0, int r0, int lane) {
+  using S = Smem<R>;
+  constexpr int N = ENC_U * RN;
+  float acc[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i] = 0.f;
+#ifndef VAE_SKIP_ENC
+  dot_rows<RN, ENC_U, D>(w, smem + S::X + r0 * D, lane, acc);
+#endif
+  warp_reduce_scatter<N>(acc, lane);
+#pragma unroll
+  for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
+    const int e = scatter_entry<N>(lane, t), u = e / RN, r = r0 + e % RN;
+    if (scatter_writer<N>(lane)) smem[S::HID + r * H + unit0 + u] = fmaxf(acc[t] + __ldg(be + unit0 + u), 0.f);
+  }
+}
+
+// mu | logvar, one warp: unit `warp` of this block's MULV_U x rows [r0, r0+RN), lanes split K=256.
+template <int R, int RN>
+__device__ __forceinline__ void mulv_rows(float* smem, const float4 (&w)[(H / 4 + 31) / 32][1], float bias,
+                                          int r0, int warp, int lane) {
+  using S = Smem<R>;
+  float acc[RN];
+#pragma unroll
+  for (int i = 0; i < RN; ++i) acc[i] = 0.f;
+  dot_rows<RN, 1, H>(w, smem + S::HID + r0 * H, lane, acc);
+  warp_reduce_scatter<RN>(acc, lane);
+  if (scatter_writer<RN>(lane)) smem[S::MULV + (r0 + scatter_entry<RN>(lane, 0)) * MULV_U + warp] = acc[0] + bias;
+}
+
 // ---------------------------------------------------------------------------
-// The cluster kernel (small B). Cluster c owns rows [c*R, c*R+R), R = C; block `rank` of it owns
-// hidden units [H_SL rank, +H_SL), latent units [L_SL rank, +L_SL), pixels [D_SL rank, +D_SL).
+// The cluster kernel (small B). Cluster c owns rows [c*R, c*R+R); block `rank` of it owns hidden
+// units [32 rank, +32), latent units [4 rank, +4), pixels [98 rank, +98). R = 8, 9 or 16: on the
+// H200 15 clusters of 8 fit at once, so B = 128 runs in one wave at R = 9 and in two at R = 8.
 // Blocks exchange slices with st.async stores into each other's smem, each counted on the
 // receiver's mbarrier, so a block waits only for the data it needs: no cluster barrier after the
 // one at the start (which makes every block's mbarriers valid before anyone writes to them).
-//   0  mbarriers; bulk copy of this block's D_SL rows of W2; We rows into registers; block q
-//      multicasts row q of the x tile to every block of the cluster
-//   1  encoder: warp w -> units 4 (w % ENC_GROUPS) + [0,4) of the slice, rows RW (w / ENC_GROUPS)
-//      + [0,RW), lanes split K=784; h slice -> own HID, then pushed to the other blocks
-//   2  mu/logvar: warp w -> unit w % MULV_U (< L_SL: mu), RW rows, lanes split K=256;
-//      threads t < R*L_SL: noise, z, KL term; z pushed to every block, KL terms to rank 0
+// Dot products run on chunks of 8 rows, then the R % 8 rows left.
+//   0  mbarriers; bulk copies of the x tile and this block's 98 rows of W2; We rows to registers
+//   1  encoder: warp w -> units 32 rank + 4w + [0,4), lanes split K=784; h slice -> own HID,
+//      then pushed to the other 7 blocks
+//   2  mu/logvar: warp w -> one unit (w < 4: mu), lanes split K=256; threads t < 4R: noise, z,
+//      KL term; z pushed to every block, KL terms to rank 0
 //   3  decoder hidden, all 256 units for the R rows in every block: thread t -> unit t
-//   4  decoder output: warp w -> tasks w, w+8, w+16 (4 pixels x RW rows), lanes split K=256, then
-//      the last DEC_TAIL pixels for rows w*R/8 + [0, R/8); sigmoid + BCE terms
+//   4  decoder output: warp w -> pixel groups w, w+8, w+16 of 4 per chunk, lanes split K=256,
+//      then the last 2 pixels for rows w, w+8, ...; sigmoid + BCE terms
 //   5  per-row sums of the slice pushed to rank 0; rank 0 sums in fixed order, writes the outputs.
 // ---------------------------------------------------------------------------
-template <int C>
-__global__ void __launch_bounds__(THREADS, 1)
+template <int R>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
 vae_elbo_kernel(const float* __restrict__ x,
                 const float* __restrict__ We, const float* __restrict__ be,
                 const float* __restrict__ Wmu, const float* __restrict__ bmu,
@@ -387,14 +386,13 @@ vae_elbo_kernel(const float* __restrict__ x,
                 const float* __restrict__ W1, const float* __restrict__ b1,
                 const float* __restrict__ W2, const float* __restrict__ b2,
                 float* __restrict__ out, int B, Noise noise) {
-  using K = Cl<C>;
-  using S = Smem<C>;
-  constexpr int R = K::R;
+  using S = Smem<R>;
+  constexpr int Q = R / RC, REM = R % RC;   // full chunks of 8 rows, rows left
   extern __shared__ __align__(16) float smem[];
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = (int)cluster.block_rank();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int row0 = (int)(blockIdx.x / C) * R;
+  const int row0 = (int)(blockIdx.x / CLUSTER) * R;
   const int rows = min(R, B - row0);
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::BARS);
 #ifdef VAE_PROFILE
@@ -402,68 +400,50 @@ vae_elbo_kernel(const float* __restrict__ x,
 #endif
   PROF(0);
 
-  // ---- phase 0: mbarriers (each expects its bytes once), W2 slice, x tile
+  // ---- phase 0: mbarriers (each expects its bytes once), x tile, W2 slice
   if (tid == 0) {
 #pragma unroll
     for (int i = 0; i < 5; ++i) mbar_init(&bars[i]);
     mbar_expect(&bars[BAR_X], (uint32_t)(rows * D * sizeof(float)));
-    mbar_expect(&bars[BAR_W2], (uint32_t)(K::D_SL * H * sizeof(float)));
-    mbar_expect(&bars[BAR_HID], (uint32_t)((C - 1) * R * K::H_SL * sizeof(float)));
-    mbar_expect(&bars[BAR_Z], (uint32_t)((C - 1) * R * K::L_SL * sizeof(float)));
-    mbar_expect(&bars[BAR_OUT], rank == 0 ? (uint32_t)((C - 1) * R * (1 + K::L_SL) * sizeof(float)) : 0u);
+    mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));
+    mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
+    mbar_expect(&bars[BAR_Z], (uint32_t)((CLUSTER - 1) * R * L_SLICE * sizeof(float)));
+    mbar_expect(&bars[BAR_OUT], rank == 0 ? (uint32_t)((CLUSTER - 1) * R * (1 + L_SLICE) * sizeof(float)) : 0u);
     mbar_fence_init();
-    bulk_copy(smem + S::W2, W2 + (size_t)rank * K::D_SL * H, (uint32_t)(K::D_SL * H * sizeof(float)), &bars[BAR_W2]);
+    bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
+    bulk_copy(smem + S::W2, W2 + (size_t)rank * D_SLICE * H, (uint32_t)(D_SLICE * H * sizeof(float)), &bars[BAR_W2]);
   }
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
   for (int i = rows * D + tid; i < R * D; i += THREADS) smem[S::X + i] = 0.f;   // rows past B
 
   // ---- phase 1: encoder, h = relu(x We^T + be)
-  const int eg = warp % K::ENC_GROUPS, er0 = (warp / K::ENC_GROUPS) * RW;
-  const int unit0 = rank * K::H_SL + 4 * eg;
+  const int unit0 = rank * H_SLICE + warp * ENC_U;
   {
-    float4 w[(D / 4 + 31) / 32][4];
+    float4 w[(D / 4 + 31) / 32][ENC_U];
 #ifndef VAE_SKIP_ENC
-    load_rows<4, D>(We, unit0, 4, lane, w);
+    load_rows<ENC_U, D>(We, unit0, ENC_U, lane, w);
 #endif
-    const float bias = __ldg(be + unit0 + lane / RW);
-    cluster_wait();
-#ifdef VAE_DBG_NO_MC
-    if (tid == 0)
-      for (int q = 0; q < rows; ++q)
-        bulk_copy(smem + S::X + q * D, x + (size_t)(row0 + q) * D, D * sizeof(float), &bars[BAR_X]);
-#else
-    if (tid == 0 && rank < rows)   // row `rank` of the tile, to every block
-      bulk_copy_multicast(smem + S::X + rank * D, x + (size_t)(row0 + rank) * D, D * sizeof(float), &bars[BAR_X],
-                          (uint16_t)((1u << C) - 1));
-#endif
-    constexpr int N = 4 * RW;
-    static_assert(N == 32, "one (unit, row) per lane after the reduce-scatter");
-    float acc[N];
-#pragma unroll
-    for (int i = 0; i < N; ++i) acc[i] = 0.f;
     mbar_wait(&bars[BAR_X], 0);
     __syncthreads();   // zero-filled rows visible
     PROF(1);
-#ifndef VAE_SKIP_ENC
-    dot_rows<RW, 4, D>(w, smem + S::X + er0 * D, lane, acc);
-#endif
-    warp_reduce_scatter<N>(acc, lane);
-    smem[S::HID + (er0 + lane % RW) * H + unit0 + lane / RW] = fmaxf(acc[0] + bias, 0.f);
+#pragma unroll 1
+    for (int q = 0; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
+    if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
   }
-  // prefetch phase 2 weights: warp w -> mu|logvar unit w % MULV_U, rows RW (w / MULV_U) + [0,RW)
-  const int mu_i = warp % K::MULV_U, mr0 = (warp / K::MULV_U) * RW;
-  const int j2 = rank * K::L_SL + mu_i % K::L_SL;
-  const bool is_mu = mu_i < K::L_SL;
+  // prefetch phase 2 weights: warp w -> unit j2 of mu (w < 4) or logvar
+  const int j2 = rank * L_SLICE + warp % L_SLICE;
+  const bool is_mu = warp < L_SLICE;
   const float bias2 = __ldg((is_mu ? bmu : blv) + j2);
   float4 wml[(H / 4 + 31) / 32][1];
   load_rows<1, H>(is_mu ? Wmu : Wlv, j2, 1, lane, wml);
   PROF(2);
+  cluster_wait();    // every block of the cluster has started (cheap by now)
   __syncthreads();   // own h slice complete
-  {  // push it: float4 e -> destination rank + 1 + e / (R H_SL/4), row, 4 units
-    constexpr int PER = R * K::H_SL / 4;
-    for (int e = tid; e < (C - 1) * PER; e += THREADS) {
-      const int dst = (rank + 1 + e / PER) % C, q = e % PER;
-      const int off = S::HID + (q / (K::H_SL / 4)) * H + rank * K::H_SL + 4 * (q % (K::H_SL / 4));
+  {  // push it: float4 e -> destination rank + 1 + e / (8R), row, 4 units
+    constexpr int PER = R * H_SLICE / 4;
+    for (int e = tid; e < (CLUSTER - 1) * PER; e += THREADS) {
+      const int dst = (rank + 1 + e / PER) % CLUSTER, q = e % PER;
+      const int off = S::HID + (q / (H_SLICE / 4)) * H + rank * H_SLICE + 4 * (q % (H_SLICE / 4));
       st_async(cluster_addr(smem + off, dst), *reinterpret_cast<const float4*>(smem + off),
                cluster_addr(&bars[BAR_HID], dst));
     }
@@ -472,32 +452,26 @@ vae_elbo_kernel(const float* __restrict__ x,
   PROF(3);
 
   // ---- phase 2: mu, logvar, noise, z, KL terms
-  {
-    float acc[RW];
-#pragma unroll
-    for (int i = 0; i < RW; ++i) acc[i] = 0.f;
-    dot_rows<RW, 1, H>(wml, smem + S::HID + mr0 * H, lane, acc);
-    warp_reduce_scatter<RW>(acc, lane);
-    if (scatter_writer<RW>(lane))
-      smem[S::MULV + (mr0 + scatter_entry<RW>(lane, 0)) * K::MULV_U + mu_i] = acc[0] + bias2;
-    __syncthreads();
-    if (tid < R * K::L_SL) {
-      const int r = tid / K::L_SL, jj = tid % K::L_SL, j = rank * K::L_SL + jj;
-      const float mu = smem[S::MULV + r * K::MULV_U + jj];
-      const float lv = smem[S::MULV + r * K::MULV_U + K::L_SL + jj];
-      const float eps = r < rows ? noise_source(noise)((uint64_t)(row0 + r) * L + j) : 0.f;
-      const float sd = expf(__fmul_rn(0.5f, lv));
-      const float z = __fadd_rn(mu, __fmul_rn(sd, eps));
-      const float klt = __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv));
-      smem[S::Z + r * L + j] = z;
 #pragma unroll 1
-      for (int c = 1; c < C; ++c) {
-        const int dst = (rank + c) % C;
-        st_async(cluster_addr(smem + S::Z + r * L + j, dst), z, cluster_addr(&bars[BAR_Z], dst));
-      }
-      if (rank == 0) smem[S::KL + r * L + j] = klt;
-      else st_async(cluster_addr(smem + S::KL + r * L + j, 0), klt, cluster_addr(&bars[BAR_OUT], 0));
+  for (int q = 0; q < Q; ++q) mulv_rows<R, RC>(smem, wml, bias2, q * RC, warp, lane);
+  if constexpr (REM > 0) mulv_rows<R, REM>(smem, wml, bias2, Q * RC, warp, lane);
+  __syncthreads();
+  if (tid < R * L_SLICE) {
+    const int r = tid / L_SLICE, jj = tid % L_SLICE, j = rank * L_SLICE + jj;
+    const float mu = smem[S::MULV + r * MULV_U + jj];
+    const float lv = smem[S::MULV + r * MULV_U + L_SLICE + jj];
+    const float eps = r < rows ? noise_source(noise)((uint64_t)(row0 + r) * L + j) : 0.f;
+    const float sd = expf(__fmul_rn(0.5f, lv));
+    const float z = __fadd_rn(mu, __fmul_rn(sd, eps));
+    const float klt = __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv));
+    smem[S::Z + r * L + j] = z;
+#pragma unroll
+    for (int c = 1; c < CLUSTER; ++c) {
+      const int dst = (rank + c) % CLUSTER;
+      st_async(cluster_addr(smem + S::Z + r * L + j, dst), z, cluster_addr(&bars[BAR_Z], dst));
     }
+    if (rank == 0) smem[S::KL + r * L + j] = klt;
+    else st_async(cluster_addr(smem + S::KL + r * L + j, 0), klt, cluster_addr(&bars[BAR_OUT], 0));
   }
   // prefetch phase 3 weights: thread t owns decoder hidden unit t
   float4 w3[L / 4];
@@ -509,17 +483,18 @@ vae_elbo_kernel(const float* __restrict__ x,
   PROF(4);
 
   // ---- phase 3: decoder hidden, h2 = relu(W1 z + b1), all 256 units for the R rows in every block
-#pragma unroll 4
+  // (z reads are warp broadcasts; 4 partial sums per row keep 4 FMA chains in flight per row)
+#pragma unroll 3
   for (int r = 0; r < R; ++r) {
     const float4* zr = reinterpret_cast<const float4*>(smem + S::Z + r * L);
-    float acc = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int k = 0; k < L / 4; ++k) {
       const float4 a = zr[k];
-      acc = fmaf(w3[k].x, a.x, acc); acc = fmaf(w3[k].y, a.y, acc);
-      acc = fmaf(w3[k].z, a.z, acc); acc = fmaf(w3[k].w, a.w, acc);
+      acc.x = fmaf(w3[k].x, a.x, acc.x); acc.y = fmaf(w3[k].y, a.y, acc.y);
+      acc.z = fmaf(w3[k].z, a.z, acc.z); acc.w = fmaf(w3[k].w, a.w, acc.w);
     }
-    smem[S::HID2 + r * H + tid] = fmaxf(acc + bias3, 0.f);
+    smem[S::HID2 + r * H + tid] = fmaxf((acc.x + acc.y) + (acc.z + acc.w) + bias3, 0.f);
   }
   __syncthreads();  // full decoder hidden in this block
   PROF(5);
@@ -527,19 +502,23 @@ vae_elbo_kernel(const float* __restrict__ x,
   // ---- phase 4: decoder output logits, sigmoid, BCE terms
   mbar_wait(&bars[BAR_W2], 0);
   PROF(6);
-  for (int k = warp; k < K::DEC_TASKS; k += WARPS)
-    dec_pixels<C, DEC_U, RW>(smem, b2, rank, (k % K::DEC_GROUPS) * DEC_U, (k / K::DEC_GROUPS) * RW, lane);
-  if constexpr (K::DEC_TAIL > 0)
-    dec_pixels<C, K::DEC_TAIL, R / WARPS>(smem, b2, rank, K::DEC_GROUPS * DEC_U, warp * (R / WARPS), lane);
+#pragma unroll 1
+  for (int k = warp; k < DEC_GROUPS * Q; k += WARPS)
+    dec_pixels<R, DEC_U, RC>(smem, b2, rank, (k % DEC_GROUPS) * DEC_U, (k / DEC_GROUPS) * RC, lane);
+  if constexpr (REM > 0) {
+#pragma unroll 1
+    for (int g = warp; g < DEC_GROUPS; g += WARPS) dec_pixels<R, DEC_U, REM>(smem, b2, rank, g * DEC_U, Q * RC, lane);
+  }
+#pragma unroll 1
+  for (int r = warp; r < R; r += WARPS) dec_pixels<R, DEC_TAIL, 1>(smem, b2, rank, DEC_GROUPS * DEC_U, r, lane);
   PROF(7);
   __syncthreads();
 
-  // ---- phase 5: per-row sums of this block's D_SL BCE terms (warp w -> rows w*R/8 + [0, R/8)) to rank 0
-#pragma unroll
-  for (int i = 0; i < R / WARPS; ++i) {
-    const int r = warp * (R / WARPS) + i;
+  // ---- phase 5: per-row sums of this block's 98 BCE terms (warp w -> rows w, w+8, ...) to rank 0
+#pragma unroll 1
+  for (int r = warp; r < R; r += WARPS) {
     float s = 0.f;
-    for (int p = lane; p < K::D_SL; p += 32) s += smem[S::BCE + r * K::D_SL + p];
+    for (int p = lane; p < D_SLICE; p += 32) s += smem[S::BCE + r * D_SLICE + p];
 #pragma unroll
     for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     if (lane == 0) {
@@ -548,29 +527,21 @@ vae_elbo_kernel(const float* __restrict__ x,
     }
   }
   PROF(8);
-#ifdef VAE_DBG_END_SYNC
-  cluster_arrive_relaxed();
-  if (rank != 0) { cluster_wait(); return; }
-#else
   if (rank != 0) return;   // nothing writes into a block that is past its last wait
-#endif
   mbar_wait_cluster(&bars[BAR_OUT], 0);
   __syncthreads();   // rank 0's own partials visible
   PROF(9);
 #ifdef VAE_PROFILE
-  if (tid == 0 && (blockIdx.x == 0 || blockIdx.x == gridDim.x - C))
-    printf("prof B=%d C=%d block %d: x-wait %lld enc %lld push+h-wait %lld mulv+z-wait %lld dec1 %lld "
+  if (tid == 0 && (blockIdx.x == 0 || blockIdx.x == gridDim.x - CLUSTER))
+    printf("prof B=%d R=%d block %d: x-wait %lld enc %lld push+h-wait %lld mulv+z-wait %lld dec1 %lld "
            "w2-wait %lld dec2 %lld sums %lld out-wait %lld cycles\n",
-           B, C, (int)blockIdx.x, prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3],
+           B, R, (int)blockIdx.x, prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3],
            prof[5] - prof[4], prof[6] - prof[5], prof[7] - prof[6], prof[8] - prof[7], prof[9] - prof[8]);
-#endif
-#ifdef VAE_DBG_END_SYNC
-  cluster_wait();
 #endif
   if (tid < rows) {   // fixed summation order
     float recon = 0.f, kls = 0.f;
 #pragma unroll
-    for (int c = 0; c < C; ++c) recon += smem[S::RECON + c * R + tid];
+    for (int c = 0; c < CLUSTER; ++c) recon += smem[S::RECON + c * R + tid];
 #pragma unroll
     for (int j = 0; j < L; ++j) kls += smem[S::KL + tid * L + j];
     const float kl = -0.5f * kls;
@@ -1003,9 +974,9 @@ static Params check_inputs(const at::Tensor& x, const at::Tensor& We, const at::
   check_param(b1, "decoder[0].bias", H, -1, dev);
   check_param(W2, "decoder[2].weight", D, H, dev);
   check_param(b2, "decoder[2].bias", D, -1, dev);
-  TORCH_CHECK(rows_per_tile == 0 || rows_per_tile == 8 || rows_per_tile == 16 || rows_per_tile == 32 ||
-              rows_per_tile == 64,
-              "vae_forward: rows_per_tile must be 0 (auto), 8 or 16 (cluster kernel), 32 or 64 (block-tile kernel)");
+  TORCH_CHECK(rows_per_tile == 0 || rows_per_tile == 8 || rows_per_tile == 9 || rows_per_tile == 16 ||
+              rows_per_tile == 32 || rows_per_tile == 64,
+              "vae_forward: rows_per_tile must be 0 (auto), 8, 9 or 16 (cluster kernel), 32 or 64 (block-tile kernel)");
   return {{We.data_ptr<float>(), be.data_ptr<float>(), Wmu.data_ptr<float>(), bmu.data_ptr<float>(),
            Wlv.data_ptr<float>(), blv.data_ptr<float>(), W1.data_ptr<float>(), b1.data_ptr<float>(),
            W2.data_ptr<float>(), b2.data_ptr<float>()}};
@@ -1031,66 +1002,31 @@ static void launch(Kernel kernel, size_t smem_bytes, int grid, int threads, bool
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// The cluster kernel: cluster size C at launch (16 is a non-portable size, allowed once per device).
-template <int C>
-static void launch_cluster(const float* x, const Params& w, float* out, int B, const Noise& noise,
-                           cudaStream_t stream, c10::DeviceIndex dev) {
-  static bool configured[64];
-  auto kernel = vae_elbo_kernel<C>;
-  if (!configured[dev]) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Smem<C>::BYTES));
-    if (C > 8) C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    configured[dev] = true;
+// How many clusters of the cluster kernel fit on the device at once (15 on the H200: 120 of its
+// 132 SMs), asked once per device.
+static int max_clusters(c10::DeviceIndex dev) {
+  static int cached[64];
+  if (!cached[dev]) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(vae_elbo_kernel<9>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)Smem<9>::BYTES));
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(CLUSTER * 64);
+    cfg.blockDim = dim3(THREADS);
+    cfg.dynamicSmemBytes = Smem<9>::BYTES;
+    int n = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, vae_elbo_kernel<9>, &cfg));
+    cached[dev] = n > 0 ? n : 1;
   }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)((B + Cl<C>::R - 1) / Cl<C>::R) * C);
-  cfg.blockDim = dim3(THREADS);
-  cfg.dynamicSmemBytes = Smem<C>::BYTES;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = C;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, x, w.p[0], w.p[1], w.p[2], w.p[3], w.p[4], w.p[5], w.p[6],
-                                    w.p[7], w.p[8], w.p[9], out, B, noise));
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return cached[dev];
 }
 
-// Test/dev entry: how many clusters of C blocks of the cluster kernel fit on the device at once.
-int64_t max_active_clusters(int64_t C) {
-  TORCH_CHECK(C == 8 || C == 16, "max_active_clusters: C must be 8 or 16");
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)C * 64);
-  cfg.blockDim = dim3(THREADS);
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = (unsigned)C;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  int n = 0;
-  if (C == 8) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(vae_elbo_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Smem<8>::BYTES));
-    cfg.dynamicSmemBytes = Smem<8>::BYTES;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, vae_elbo_kernel<8>, &cfg));
-  } else {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(vae_elbo_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Smem<16>::BYTES));
-    C10_CUDA_CHECK(cudaFuncSetAttribute(vae_elbo_kernel<16>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    cfg.dynamicSmemBytes = Smem<16>::BYTES;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, vae_elbo_kernel<16>, &cfg));
-  }
-  return n;
-}
-
-// Which kernel runs for B rows when the caller asks for none (rows_per_tile = 0), from v3's
-// H200 run (GPU µs): cluster R=16 grows ~0.08 µs/row (95 at B=1000, 338 at 4096) while the
-// tile kernel is flat until its blocks fill the SMs (BM=32: 180 up to B=4096; BM=64: 280 up to
-// 8448, 493 at 16384 vs 595 for BM=32), so R=16 below ~2000 rows, BM=32 to 8192, BM=64 above.
-constexpr int64_t TILE32_MIN_B = 2048;
+// Which kernel runs for B rows when the caller asks for none (rows_per_tile = 0), from v5's H200
+// run (GPU µs, CUDA-graph replay): the cluster kernel at R=8 while B fits one wave of clusters
+// (B=1: 11.7), R=9 while that does (B=128: 16.4; R=8 needs two waves there: 21.9), then R=16
+// (B=1024: 85, 2048: 152.5, 4096: 295); the tile kernel is flat until its blocks fill the SMs
+// (BM=32: 180 up to B=4096; BM=64: 280 up to 8448, 490 at 16384 vs 599 for BM=32). R=16 grows
+// ~0.07 µs/row past 2048, so it meets BM=32 near 2450 rows: BM=32 from 2304, BM=64 from 8192.
+constexpr int64_t TILE32_MIN_B = 2304;
 constexpr int64_t TILE64_MIN_B = 8192;
 
 // One forward into out (3, B): picks the kernel by B (or rows_per_tile) and launches it on the
@@ -1100,14 +1036,22 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
   const int64_t B = x.size(0);
   const c10::DeviceIndex dv = x.device().index();
   cudaStream_t stream = at::cuda::getCurrentCUDAStream(dv);
-  const int64_t R = rows_per_tile ? rows_per_tile : B < TILE32_MIN_B ? 16 : B < TILE64_MIN_B ? 32 : 64;
+  int64_t R = rows_per_tile;
+  if (R == 0) {   // the cluster kernel with the fewest rows per cluster that runs in one wave, else R=16
+    const int64_t clusters = max_clusters(dv);
+    R = B <= 8 * clusters ? 8 : B <= 9 * clusters ? 9 : B < TILE32_MIN_B ? 16 : B < TILE64_MIN_B ? 32 : 64;
+  }
   const float* xp = x.data_ptr<float>();
   float* op = out.data_ptr<float>();
   const int Bi = (int)B;
-  static bool conf32[64], conf64[64];
+  static bool conf8[64], conf9[64], conf16[64], conf32[64], conf64[64];
   switch (R) {
-    case 8:  launch_cluster<8>(xp, w, op, Bi, noise, stream, dv); break;
-    case 16: launch_cluster<16>(xp, w, op, Bi, noise, stream, dv); break;
+    case 8:  launch(vae_elbo_kernel<8>, Smem<8>::BYTES, (int)((B + 7) / 8) * CLUSTER, THREADS, conf8,
+                    xp, w, op, Bi, noise, stream, dv); break;
+    case 9:  launch(vae_elbo_kernel<9>, Smem<9>::BYTES, (int)((B + 8) / 9) * CLUSTER, THREADS, conf9,
+                    xp, w, op, Bi, noise, stream, dv); break;
+    case 16: launch(vae_elbo_kernel<16>, Smem<16>::BYTES, (int)((B + 15) / 16) * CLUSTER, THREADS, conf16,
+                    xp, w, op, Bi, noise, stream, dv); break;
     case 32: launch(vae_elbo_kernel_tile<32>, TileSmem<32>::BYTES, (int)((B + 31) / 32), TT, conf32,
                     xp, w, op, Bi, noise, stream, dv); break;
     default: launch(vae_elbo_kernel_tile<64>, TileSmem<64>::BYTES, (int)((B + 63) / 64), TT, conf64,
@@ -1174,7 +1118,6 @@ CPP_DECL = (
     "const at::Tensor& blv, const at::Tensor& W1, const at::Tensor& b1, const at::Tensor& W2, "
     "const at::Tensor& b2, int64_t rows_per_tile);\n"
     "at::Tensor draw_noise(int64_t rows, int64_t cols, int64_t device_index);\n"
-    "int64_t max_active_clusters(int64_t C);\n"
 )
 # The exports' declaration (harness export): CUDA_SRC compiled with "#define VAE_EPS_INPUT" first.
 CPP_DECL_EPS = (
@@ -1196,7 +1139,7 @@ def _build():
             name="vae_elbo_fused_v5" + suffix,
             cpp_sources=CPP_DECL,
             cuda_sources=CUDA_SRC,
-            functions=["vae_forward", "draw_noise", "max_active_clusters"],
+            functions=["vae_forward", "draw_noise"],
             extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"] + extra,
             verbose=False,
         )

@@ -102,8 +102,8 @@ def test_matches_reference(B, seed):
     assert torch.equal(torch.cuda.get_rng_state(), state_ref)
 
 
-# rows_per_tile: 8, 16 = cluster kernel rows per cluster; 32, 64 = block-tile kernel rows per block
-TILES = [8, 16, 32, 64]
+# rows_per_tile: 8, 9, 16 = cluster kernel rows per cluster; 32, 64 = block-tile kernel rows per block
+TILES = [8, 9, 16, 32, 64]
 
 
 @pytest.mark.gpu
