@@ -1,7 +1,7 @@
 """Fused VAE forward pass (ELBO) in one CUDA kernel launch, for Hopper (sm_90).
 
 What it computes: reference.py's Model for (input_dim, hidden_dim, latent_dim) = (784, 256, 32)
-(other sizes raise ValueError at construction); fp32 data, fp32 accumulation, no fast math:
+(other sizes raise ValueError at construction), fp32 throughout (no TF32, no fast math):
   x (B, 784) float32 in [0, 1], any B >= 0
   h  = relu(x We^T + be)                    (B, 256)
   mu, logvar = h Wmu^T + bmu, h Wlv^T + blv (B, 32)
@@ -20,8 +20,6 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
 - vae_elbo_kernel<R> (R = 8, 9, 16; B up to 2303): a cluster of 8 blocks owns R rows, each
   block 1/8 of every layer's output units; slices travel between the blocks' shared memory
   by st.async on mbarriers. R = 8 or 9 while the batch fits one wave of clusters, else 16.
-  Its two big layers are tensor-core MMAs in 3xTF32 (each fp32 operand split into two TF32
-  parts, three products: fp32-level error); everything else is fp32 FFMA.
 - vae_elbo_kernel_tile<BM> (BM = 32, 64; larger B): one block owns BM rows end to end, the
   two big layers as register-tiled SGEMMs streamed through shared memory.
 - draw_noise_kernel: test entry, the noise the kernels draw.
@@ -64,48 +62,38 @@ constexpr int WARPS = THREADS / 32;
 constexpr int H_SLICE = H / CLUSTER;      // 32 hidden units per block
 constexpr int L_SLICE = L / CLUSTER;      // 4 latent units per block (mu and logvar each)
 constexpr int D_SLICE = D / CLUSTER;      // 98 output pixels per block
+constexpr int ENC_U = H_SLICE / WARPS;    // 4 hidden units per warp in the encoder
 constexpr int MULV_U = 2 * L_SLICE;       // 8 mu | logvar units per block, one per warp
-constexpr int RC = 8;                     // mu/logvar rows per chunk: 8 rows, then the R % 8 left
+constexpr int RC = 8;                     // rows per chunk: dot products run on 8 rows, then the R % 8 left
+constexpr int DEC_U = 4;                  // output pixels per warp pass in the last layer
+constexpr int DEC_GROUPS = D_SLICE / DEC_U;   // 24 full groups of 4 pixels, 3 per warp per chunk
+constexpr int DEC_TAIL = D_SLICE % DEC_U;     // 2 pixels left: warp w takes rows w, w+8, ...
 constexpr int NOISE_BLOCK = 256;          // torch's normal_ launch: block size ...
 constexpr int NOISE_UNROLL = 4;           // ... and values per curand_normal4 call
 static_assert(D % CLUSTER == 0 && H % CLUSTER == 0 && L % CLUSTER == 0, "layers split evenly over the cluster");
 static_assert(D % 4 == 0 && H % 4 == 0 && L % 4 == 0, "rows are read as float4");
-static_assert(H_SLICE % 4 == 0, "h slices pushed as float4");
+static_assert(ENC_U == 4 && H_SLICE % 4 == 0, "encoder: 4 units per warp, slices pushed as float4");
 static_assert(MULV_U == WARPS, "mu/logvar layer: one output unit per warp");
 static_assert(THREADS == H, "decoder hidden layer: one thread per unit, every block computes all of it");
+static_assert(DEC_GROUPS % WARPS == 0, "last layer: the same number of full groups for every warp");
 static_assert((D_SLICE * H * 4) % 16 == 0 && (D * 4) % 16 == 0, "bulk copies move multiples of 16 bytes");
-
-// The two big layers of the cluster kernel run on the tensor cores: mma.sync m16n8k8 TF32 with
-// each fp32 operand split into a TF32 "big" part and a TF32 residual, three products per
-// multiply-add (3xTF32: fp32-level error), fp32 accumulation. M = the cluster's R rows padded to 16.
-constexpr int MP = 16;                    // rows of an MMA tile (R <= 16, rows past R are padding)
-constexpr int XS = D + 20;                // padded smem row of x (804 = 4 mod 32): A-fragment loads hit 32 banks
-constexpr int WS = H + 4;                 // padded smem row of W2 and h2 (260 = 4 mod 32)
-constexpr int ENC_KSTEPS = D / 8;         // 98 k-steps of 8 in the encoder, split over the 8 warps
-constexpr int ENC_KS_MAX = (ENC_KSTEPS + WARPS - 1) / WARPS;   // 13 (warps 0, 1), else 12
-constexpr int ENC_NT = H_SLICE / 8;       // 4 n-tiles of 8 units per block
-constexpr int DEC_NT = (D_SLICE + 7) / 8; // 13 n-tiles of 8 pixels (the last one 2 wide)
-constexpr int DEC_NT_MAX = (DEC_NT + WARPS - 1) / WARPS;       // 2 tiles per warp (warps 0-4), else 1
-static_assert(D % 8 == 0 && H % 8 == 0 && H_SLICE % 8 == 0, "k-steps and n-tiles of 8");
-static_assert(XS % 32 == 4 && WS % 32 == 4, "A/B fragment rows 4 banks apart");
 
 // Shared memory of one cluster-kernel block, in floats. R = rows owned by the cluster.
 template <int R>
 struct Smem {
-  static_assert(R >= RC && R <= MP && (R % RC == 0 || R % RC == 1), "R = 8, 9 or 16");
-  static constexpr int X = 0;                         // MP x XS  input tile (bulk copy per row), rows past B zero
-  static constexpr int W2 = X + MP * XS;              // 8 DEC_NT x WS  this block's rows of W2, rows past 98 zero
-  static constexpr int HID = W2 + 8 * DEC_NT * WS;    // R x H   encoder hidden, every block's slice
+  static_assert(R >= RC && (R % RC == 0 || R % RC == 1), "R = 8 q (+ 1): chunks of 8 rows and one row left");
+  static constexpr int X = 0;                         // R x D   input tile (bulk copy)
+  static constexpr int W2 = X + R * D;                // D_SLICE x H  this block's rows of W2 (bulk copy)
+  static constexpr int HID = W2 + D_SLICE * H;        // R x H   encoder hidden, every block's slice
   static constexpr int Z = HID + R * H;               // R x L   latent sample, every block's slice
-  static constexpr int HID2 = Z + R * L;              // MP x WS  decoder hidden (computed whole here)
-  static constexpr int ENCP = HID2;                   // WARPS x MP x H_SLICE encoder partial sums (before h2)
-  static constexpr int MULV = HID2 + (MP * WS > WARPS * MP * H_SLICE ? MP * WS : WARPS * MP * H_SLICE);
+  static constexpr int HID2 = Z + R * L;              // R x H   decoder hidden (computed whole here)
+  static constexpr int MULV = HID2 + R * H;           // R x MULV_U  this block's mu | logvar
   static constexpr int KL = MULV + R * MULV_U;        // R x L   KL terms (rank 0 gathers)
   static constexpr int BCE = KL + R * L;              // R x D_SLICE   BCE terms of this block
   static constexpr int RECON = BCE + R * D_SLICE;     // CLUSTER x R   recon partial sums (rank 0 gathers)
   static constexpr int BARS = (RECON + CLUSTER * R + 1) / 2 * 2;   // 5 mbarriers, 8-byte aligned
   static constexpr size_t BYTES = BARS * sizeof(float) + 5 * sizeof(uint64_t);
-  static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "16-byte rows");
+  static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "float4 alignment");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
 };
 enum Bar { BAR_X, BAR_W2, BAR_HID, BAR_Z, BAR_OUT };   // mbarriers, each completes once per forward
@@ -307,38 +295,55 @@ __device__ __forceinline__ float bce_term(float logit, float xv) {
   return __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
 }
 
-// 3xTF32 MMA pieces. tf32_split: v = big + small, both TF32 (cvt.rna). mma3: D += A B with the
-// small products first: As Bb + Ab Bs + Ab Bb. Fragments of m16n8k8 (g = lane / 4, t = lane % 4):
-// A a0..a3 = (row g, col t), (g+8, t), (g, t+4), (g+8, t+4); B b0, b1 = (k t, n g), (k t+4, n g);
-// C c0..c3 = (row g, col 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1).
-__device__ __forceinline__ void tf32_split(float v, uint32_t& big, uint32_t& small) {
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(v));
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(v - __uint_as_float(big)));
+// Last layer of the cluster kernel, one warp: pixels [p0, p0+U) of this block's slice x rows
+// [r0, r0+RN). Lanes split K=256 (W2 rows from smem into registers), a reduce-scatter leaves one
+// (pixel, row) logit per writer lane, and its BCE term goes to smem BCE.
+template <int R, int U, int RN>
+__device__ __forceinline__ void dec_pixels(float* smem, const float* __restrict__ b2, int rank, int p0, int r0,
+                                           int lane) {
+  using S = Smem<R>;
+  constexpr int N = U * RN;
+  float4 w[(H / 4 + 31) / 32][U];
+#pragma unroll
+  for (int it = 0; it < (H / 4 + 31) / 32; ++it)
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      w[it][u] = reinterpret_cast<const float4*>(smem + S::W2 + (p0 + u) * H)[lane + 32 * it];
+  float acc[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i] = 0.f;
+#ifndef VAE_SKIP_DEC
+  dot_rows<RN, U, H>(w, smem + S::HID2 + r0 * H, lane, acc);
+#endif
+  warp_reduce_scatter<N>(acc, lane);
+#pragma unroll
+  for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
+    const int e = scatter_entry<N>(lane, t), p = p0 + e / RN, r = r0 + e % RN;
+    if (!scatter_writer<N>(lane)) continue;
+    const int d = rank * D_SLICE + p;
+    smem[S::BCE + r * D_SLICE + p] = bce_term(acc[t] + __ldg(b2 + d), smem[S::X + r * D + d]);
+  }
 }
-__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-               "{%0, %1, %2, %3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// One k-step of 8: A rows (stride lda floats) at `a`, B given as W[n][k] values w0 = W[g][t], w1 = W[g][t+4].
-struct AFrag { uint32_t big[4], small[4]; };
-__device__ __forceinline__ AFrag load_a(const float* a, int lda, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-  AFrag f;
-  tf32_split(a[g * lda + t], f.big[0], f.small[0]);
-  tf32_split(a[(g + 8) * lda + t], f.big[1], f.small[1]);
-  tf32_split(a[g * lda + t + 4], f.big[2], f.small[2]);
-  tf32_split(a[(g + 8) * lda + t + 4], f.big[3], f.small[3]);
-  return f;
-}
-__device__ __forceinline__ void mma3(float (&c)[4], const AFrag& a, float w0, float w1) {
-  uint32_t b0, b0s, b1, b1s;
-  tf32_split(w0, b0, b0s);
-  tf32_split(w1, b1, b1s);
-  mma_tf32(c, a.small, b0, b1);
-  mma_tf32(c, a.big, b0s, b1s);
-  mma_tf32(c, a.big, b0, b1);
+
+// Encoder, one warp: units [unit0, unit0+4) x rows [r0, r0+RN), lanes split K=784 with this warp's
+// We rows in registers; h = relu(. + be) -> own smem HID.
+template <int R, int RN>
+__device__ __forceinline__ void enc_rows(float* smem, const float4 (&w)[(D / 4 + 31) / 32][ENC_U],
+                                         const float* __restrict__ be, int unit0, int r0, int lane) {
+  using S = Smem<R>;
+  constexpr int N = ENC_U * RN;
+  float acc[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i] = 0.f;
+#ifndef VAE_SKIP_ENC
+  dot_rows<RN, ENC_U, D>(w, smem + S::X + r0 * D, lane, acc);
+#endif
+  warp_reduce_scatter<N>(acc, lane);
+#pragma unroll
+  for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
+    const int e = scatter_entry<N>(lane, t), u = e / RN, r = r0 + e % RN;
+    if (scatter_writer<N>(lane)) smem[S::HID + r * H + unit0 + u] = fmaxf(acc[t] + __ldg(be + unit0 + u), 0.f);
+  }
 }
 
 // mu | logvar, one warp: unit `warp` of this block's MULV_U x rows [r0, r0+RN), lanes split K=256.
@@ -361,14 +366,15 @@ __device__ __forceinline__ void mulv_rows(float* smem, const float4 (&w)[(H / 4 
 // Blocks exchange slices with st.async stores into each other's smem, each counted on the
 // receiver's mbarrier, so a block waits only for the data it needs: no cluster barrier after the
 // one at the start (which makes every block's mbarriers valid before anyone writes to them).
-// The encoder and the last layer are 3xTF32 MMAs (M = R rows padded to 16).
-//   0  mbarriers; bulk copies of the x tile and this block's 98 rows of W2 (padded smem rows)
-//   1  encoder: warp w -> k-steps [98w/8, 98(w+1)/8) x this block's 32 units; partial sums
-//      summed in fixed order; h slice -> own HID, then pushed to the other 7 blocks
+// Dot products run on chunks of 8 rows, then the R % 8 rows left.
+//   0  mbarriers; bulk copies of the x tile and this block's 98 rows of W2; We rows to registers
+//   1  encoder: warp w -> units 32 rank + 4w + [0,4), lanes split K=784; h slice -> own HID,
+//      then pushed to the other 7 blocks
 //   2  mu/logvar: warp w -> one unit (w < 4: mu), lanes split K=256; threads t < 4R: noise, z,
 //      KL term; z pushed to every block, KL terms to rank 0
 //   3  decoder hidden, all 256 units for the R rows in every block: thread t -> unit t
-//   4  decoder output: warp w -> pixel tiles w, w+8 (of 13 x 8), K=256; sigmoid + BCE terms
+//   4  decoder output: warp w -> pixel groups w, w+8, w+16 of 4 per chunk, lanes split K=256,
+//      then the last 2 pixels for rows w, w+8, ...; sigmoid + BCE terms
 //   5  per-row sums of the slice pushed to rank 0; rank 0 sums in fixed order, writes the outputs.
 // ---------------------------------------------------------------------------
 template <int R>
@@ -404,63 +410,25 @@ vae_elbo_kernel(const float* __restrict__ x,
     mbar_expect(&bars[BAR_Z], (uint32_t)((CLUSTER - 1) * R * L_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_OUT], rank == 0 ? (uint32_t)((CLUSTER - 1) * R * (1 + L_SLICE) * sizeof(float)) : 0u);
     mbar_fence_init();
+    bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
+    bulk_copy(smem + S::W2, W2 + (size_t)rank * D_SLICE * H, (uint32_t)(D_SLICE * H * sizeof(float)), &bars[BAR_W2]);
   }
-  __syncthreads();            // mbarriers initialised before warp 0 issues copies on them
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
-  if (warp == 0) {            // padded rows: x rows by lanes 0..rows-1, W2 rows by every lane
-    if (lane < rows)
-      bulk_copy(smem + S::X + lane * XS, x + (size_t)(row0 + lane) * D, D * sizeof(float), &bars[BAR_X]);
-    for (int p = lane; p < D_SLICE; p += 32)
-      bulk_copy(smem + S::W2 + p * WS, W2 + (size_t)(rank * D_SLICE + p) * H, H * sizeof(float), &bars[BAR_W2]);
-  }
-  for (int i = tid; i < (MP - rows) * XS; i += THREADS) smem[S::X + rows * XS + i] = 0.f;   // rows past B
-  for (int i = tid; i < (8 * DEC_NT - D_SLICE) * WS; i += THREADS) smem[S::W2 + D_SLICE * WS + i] = 0.f;
+  for (int i = rows * D + tid; i < R * D; i += THREADS) smem[S::X + i] = 0.f;   // rows past B
 
-  // ---- phase 1: encoder, h = relu(x We^T + be), on the tensor cores: M = 16 (R rows + padding),
-  // N = this block's 32 units (4 n-tiles), K = 784 split over the warps (13 or 12 k-steps each);
-  // this warp's We values go to registers before x arrives; partial sums meet in smem ENCP.
+  // ---- phase 1: encoder, h = relu(x We^T + be)
+  const int unit0 = rank * H_SLICE + warp * ENC_U;
   {
-    const int g = lane >> 2, t = lane & 3;
-    const int ks0 = (warp * ENC_KSTEPS) / WARPS, nks = ((warp + 1) * ENC_KSTEPS) / WARPS - ks0;
-    float wv[ENC_KS_MAX][ENC_NT][2];
-#pragma unroll
-    for (int i = 0; i < ENC_KS_MAX; ++i)
-#pragma unroll
-      for (int nt = 0; nt < ENC_NT; ++nt) {
-        const float* wr = We + (size_t)(rank * H_SLICE + nt * 8 + g) * D + (ks0 + i) * 8 + t;
-        wv[i][nt][0] = i < nks ? __ldg(wr) : 0.f;
-        wv[i][nt][1] = i < nks ? __ldg(wr + 4) : 0.f;
-      }
-    float acc[ENC_NT][4] = {};
+    float4 w[(D / 4 + 31) / 32][ENC_U];
+#ifndef VAE_SKIP_ENC
+    load_rows<ENC_U, D>(We, unit0, ENC_U, lane, w);
+#endif
     mbar_wait(&bars[BAR_X], 0);
     __syncthreads();   // zero-filled rows visible
     PROF(1);
-#ifndef VAE_SKIP_ENC
-#pragma unroll
-    for (int i = 0; i < ENC_KS_MAX; ++i) {
-      if (i < nks) {
-        const AFrag a = load_a(smem + S::X + (ks0 + i) * 8, XS, lane);
-#pragma unroll
-        for (int nt = 0; nt < ENC_NT; ++nt) mma3(acc[nt], a, wv[i][nt][0], wv[i][nt][1]);
-      }
-    }
-#endif
-#pragma unroll
-    for (int nt = 0; nt < ENC_NT; ++nt) {
-      float* p = smem + S::ENCP + warp * MP * H_SLICE + nt * 8 + 2 * t;
-      p[g * H_SLICE] = acc[nt][0];
-      p[g * H_SLICE + 1] = acc[nt][1];
-      p[(g + 8) * H_SLICE] = acc[nt][2];
-      p[(g + 8) * H_SLICE + 1] = acc[nt][3];
-    }
-    __syncthreads();
-    for (int e = tid; e < R * H_SLICE; e += THREADS) {   // fixed order over the warps' partials
-      const int r = e / H_SLICE, u = e % H_SLICE;
-      float h = 0.f;
-#pragma unroll
-      for (int w = 0; w < WARPS; ++w) h += smem[S::ENCP + w * MP * H_SLICE + e];
-      smem[S::HID + r * H + rank * H_SLICE + u] = fmaxf(h + __ldg(be + rank * H_SLICE + u), 0.f);
-    }
+#pragma unroll 1
+    for (int q = 0; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
+    if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
   }
   // prefetch phase 2 weights: warp w -> unit j2 of mu (w < 4) or logvar
   const int j2 = rank * L_SLICE + warp % L_SLICE;
@@ -526,47 +494,23 @@ vae_elbo_kernel(const float* __restrict__ x,
       acc.x = fmaf(w3[k].x, a.x, acc.x); acc.y = fmaf(w3[k].y, a.y, acc.y);
       acc.z = fmaf(w3[k].z, a.z, acc.z); acc.w = fmaf(w3[k].w, a.w, acc.w);
     }
-    smem[S::HID2 + r * WS + tid] = fmaxf((acc.x + acc.y) + (acc.z + acc.w) + bias3, 0.f);
+    smem[S::HID2 + r * H + tid] = fmaxf((acc.x + acc.y) + (acc.z + acc.w) + bias3, 0.f);
   }
-  for (int r = R; r < MP; ++r) smem[S::HID2 + r * WS + tid] = 0.f;   // MMA padding rows
   __syncthreads();  // full decoder hidden in this block
   PROF(5);
 
   // ---- phase 4: decoder output logits, sigmoid, BCE terms
   mbar_wait(&bars[BAR_W2], 0);
   PROF(6);
-  // tensor cores: M = 16 (R rows + padding), N = 8-pixel tiles w and w + 8 of this block's 13,
-  // K = 256 in 32 k-steps; then bias, sigmoid and BCE per (row, pixel) -> smem BCE
-  {
-    const int g = lane >> 2, t = lane & 3;
-    float acc[DEC_NT_MAX][4] = {};
-#ifndef VAE_SKIP_DEC
-#pragma unroll 4
-    for (int ks = 0; ks < H / 8; ++ks) {
-      const AFrag a = load_a(smem + S::HID2 + ks * 8, WS, lane);
-#pragma unroll
-      for (int i = 0; i < DEC_NT_MAX; ++i) {
-        const int nt = warp + WARPS * i;
-        if (nt < DEC_NT) {
-          const float* wr = smem + S::W2 + (nt * 8 + g) * WS + ks * 8 + t;
-          mma3(acc[i], a, wr[0], wr[4]);
-        }
-      }
-    }
-#endif
-#pragma unroll
-    for (int i = 0; i < DEC_NT_MAX; ++i) {
-      const int nt = warp + WARPS * i;
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int r = g + 8 * (c / 2), p = nt * 8 + 2 * t + (c % 2);
-        if (nt < DEC_NT && r < R && p < D_SLICE) {
-          const int d = rank * D_SLICE + p;
-          smem[S::BCE + r * D_SLICE + p] = bce_term(acc[i][c] + __ldg(b2 + d), smem[S::X + r * XS + d]);
-        }
-      }
-    }
+#pragma unroll 1
+  for (int k = warp; k < DEC_GROUPS * Q; k += WARPS)
+    dec_pixels<R, DEC_U, RC>(smem, b2, rank, (k % DEC_GROUPS) * DEC_U, (k / DEC_GROUPS) * RC, lane);
+  if constexpr (REM > 0) {
+#pragma unroll 1
+    for (int g = warp; g < DEC_GROUPS; g += WARPS) dec_pixels<R, DEC_U, REM>(smem, b2, rank, g * DEC_U, Q * RC, lane);
   }
+#pragma unroll 1
+  for (int r = warp; r < R; r += WARPS) dec_pixels<R, DEC_TAIL, 1>(smem, b2, rank, DEC_GROUPS * DEC_U, r, lane);
   PROF(7);
   __syncthreads();
 
@@ -1192,7 +1136,7 @@ def _build():
         extra = os.environ.get("VAE_EXTRA_CUDA_FLAGS", "").split()   # dev variants, see tools/kernel_dev.py
         suffix = "_" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8] if extra else ""
         return load_inline(
-            name="vae_elbo_fused_v6" + suffix,
+            name="vae_elbo_fused_v5" + suffix,
             cpp_sources=CPP_DECL,
             cuda_sources=CUDA_SRC,
             functions=["vae_forward", "draw_noise"],
