@@ -270,8 +270,8 @@ def test_gpumode_check_accepts_the_reference_and_names_a_wrong_output(exported):
 def test_gpumode_task_yml(exported):
     yaml = pytest.importorskip("yaml")
     task = yaml.safe_load(read(exported["gpumode"], "task.yml"))
-    assert [t["batch_size"] for t in task["tests"]] == GPUMODE_SIZES
-    assert [t["batch_size"] for t in task["benchmarks"]] == GPUMODE_SIZES
+    assert [t["batchsize"] for t in task["tests"]] == GPUMODE_SIZES
+    assert [t["batchsize"] for t in task["benchmarks"]] == GPUMODE_SIZES
     seeds = [t["seed"] for t in task["tests"] + task["benchmarks"]]
     assert len(set(seeds)) == len(seeds)
     assert task["ranking_by"] == "geom"  # kernelbot ranks by the last benchmark only, unless told otherwise

@@ -27,8 +27,9 @@ LAYERS = (("encoder.0", HIDDEN_DIM, INPUT_DIM), ("fc_mu", LATENT_DIM, HIDDEN_DIM
           ("decoder.2", INPUT_DIM, HIDDEN_DIM))
 
 
-def generate_input(batch_size: int, seed: int) -> input_t:
-    """x, eps and the weights from one generator seeded with `seed`, on CUDA when available."""
+def generate_input(batchsize: int, seed: int) -> input_t:
+    """x, eps and the weights from one generator seeded with `seed`, on CUDA when available.
+    (`batchsize`, not batch_size: GPU MODE's eval.py reads test keys as letters only.)"""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
@@ -38,8 +39,8 @@ def generate_input(batch_size: int, seed: int) -> input_t:
         for suffix, shape in (("weight", (n_out, n_in)), ("bias", (n_out,))):
             u = torch.rand(shape, generator=gen, device=device)
             weights[f"{name}.{suffix}"] = (u * 2 - 1) * bound
-    x = torch.rand(batch_size, INPUT_DIM, generator=gen, device=device)
-    eps = torch.randn(batch_size, LATENT_DIM, generator=gen, device=device)
+    x = torch.rand(batchsize, INPUT_DIM, generator=gen, device=device)
+    eps = torch.randn(batchsize, LATENT_DIM, generator=gen, device=device)
     return x, eps, weights
 
 

@@ -10,5 +10,5 @@ output_t = TypeVar("output_t", bound=Tuple[torch.Tensor, torch.Tensor, torch.Ten
 
 
 class TestSpec(TypedDict):
-    batch_size: int
+    batchsize: int  # no underscore: eval.py (pmpp_v2, nvidia) parses test keys as [a-zA-Z]+
     seed: int
