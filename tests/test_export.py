@@ -14,7 +14,7 @@ import textwrap
 import pytest
 import torch
 
-from harness import UsageError, cli, export
+from harness import UsageError, cli, export, gpumode
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOLUTION = os.path.join(REPO, "solution.py")
@@ -349,3 +349,105 @@ def test_exported_gpumode_submission_passes_its_check(exported, batch_size):
     sub = load(os.path.join(exported["gpumode"], "submission.py"), "gm_sub_gpu")
     data = ref.generate_input(batch_size, 5236)
     assert ref.check_implementation(data, sub.custom_kernel(data)) == (True, "")
+
+
+# ----- GPU MODE's procedure reproduced (harness/gpumode.py) -------------------------------------------
+
+def test_gpumode_case_lines_round_trip_as_eval_py_reads_them():
+    case = {"batchsize": 128, "seed": 5236}
+    assert gpumode.test_line(case) == "batchsize: 128; seed: 5236"
+    assert gpumode.parse_test_line(gpumode.test_line(case)) == case
+    with pytest.raises(UsageError, match="would reject"):  # pmpp_v2's eval.py: keys are [a-zA-Z]+
+        gpumode.parse_test_line("batch_size: 128; seed: 1")
+    assert gpumode.cases([case], 7)[0]["args"]["seed"] == gpumode.combine(5236, 7) == 5236 + 5243 * 5244 // 2
+
+
+def test_gpumode_stats_and_score():
+    s = gpumode.stats([1.0, 2.0, 3.0, 6.0])
+    assert s["runs"] == 4 and s["mean"] == 3.0 and s["best"] == 1.0 and s["worst"] == 6.0
+    assert s["std"] == pytest.approx((14 / 3) ** 0.5) and s["err"] == pytest.approx(s["std"] / 2)
+    assert gpumode.score_seconds([1e3, 1e6], "geom") == pytest.approx(1e-6 * 1e3 ** 0.5)
+    assert gpumode.score_seconds([1e3, 1e6], "last") == pytest.approx(1e-3)
+
+
+def test_gpumode_task_reader_without_yaml(exported, monkeypatch):
+    with_yaml = gpumode.read_task(exported["gpumode"])
+    real_find_spec = gpumode.importlib.util.find_spec
+    monkeypatch.setattr(gpumode.importlib.util, "find_spec", lambda n: None if n == "yaml" else real_find_spec(n))
+    assert gpumode.read_task(exported["gpumode"]) == with_yaml
+    assert [c["batchsize"] for c in with_yaml["tests"]] == GPUMODE_SIZES and with_yaml["ranking_by"] == "geom"
+
+
+SUBMISSIONS = {
+    "eager": "def custom_kernel(data):\n    return ref_kernel(data)\n",
+    "perturbed": "def custom_kernel(data):\n    e, r, k = ref_kernel(data)\n    return e, r + 1.0, k\n",
+    # a cache keyed on the batch size: right in test mode (one call per size) and in benchmark mode
+    # (the same data every call), stale in leaderboard mode (new inputs before every call)
+    "shape_cache": "_seen = {}\ndef custom_kernel(data):\n    b = data[0].shape[0]\n"
+                   "    if b not in _seen:\n        _seen[b] = ref_kernel(data)\n    return _seen[b]\n",
+}
+
+
+@pytest.fixture(scope="module")
+def small_gpumode_dir(exported, tmp_path_factory):
+    """The exported GPU MODE reference and task.py with small CPU-sized cases, and three submissions."""
+    d = tmp_path_factory.mktemp("gpumode_small")
+    for name in ("reference.py", "task.py"):
+        (d / name).write_text(read(exported["gpumode"], name))
+    (d / "task.yml").write_text('tests:\n  - {"batchsize": 3, "seed": 11}\n  - {"batchsize": 17, "seed": 12}\n'
+                                'benchmarks:\n  - {"batchsize": 5, "seed": 21}\n  - {"batchsize": 9, "seed": 22}\n'
+                                'ranking_by: "geom"\n')
+    for name, body in SUBMISSIONS.items():
+        (d / f"{name}.py").write_text("from reference import ref_kernel\n\n" + body)
+    return str(d)
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("eager", {"test": True, "benchmark": True, "leaderboard": True}),
+    ("perturbed", {"test": False}),
+    ("shape_cache", {"test": True, "benchmark": True, "leaderboard": False}),
+])
+def test_gpumode_procedure_modes(small_gpumode_dir, name, expected):
+    r = gpumode.run_procedure(small_gpumode_dir, os.path.join(small_gpumode_dir, f"{name}.py"))
+    assert "error" not in r, r.get("error")
+    assert {m: v["passed"] for m, v in r["modes"].items()} == expected
+    if name == "perturbed":
+        assert r["modes"]["test"]["cases"][0]["message"].startswith("recon_loss: 3 of 3 rows differ")
+    if name == "eager":
+        assert [c["spec"] for c in r["modes"]["leaderboard"]["cases"]] == ["batchsize: 5; seed: 21",
+                                                                           "batchsize: 9; seed: 22"]
+        assert all(3 <= c["stats"]["runs"] <= gpumode.MAX_REPEATS for c in r["modes"]["benchmark"]["cases"])
+        assert r["score_seconds"] > 0
+
+
+def test_harness_check_runs_a_gpumode_pair_with_the_gpumode_protocol(small_gpumode_dir, capsys):
+    """The harness's own check on a GPU MODE directory (the adapter), then GPU MODE's test mode beside it."""
+    ref = os.path.join(small_gpumode_dir, "reference.py")
+    args = ["check", "--device", "cpu", "--reference", ref, "--trials", "1", "--batch-sizes", "7",
+            "--protocol", "gpumode", "--quiet"]
+    assert cli.main(args + ["--solution", os.path.join(small_gpumode_dir, "eager.py")]) == 0
+    out = capsys.readouterr().out
+    assert "GPU MODE test" in out and "PASS 2/2 cases" in out
+    assert cli.main(args + ["--solution", os.path.join(small_gpumode_dir, "perturbed.py")]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL 0/2 cases" in out and "recon_loss" in out
+
+
+def test_gpumode_protocol_needs_a_task_yml(capsys):
+    code = cli.main(["check", "--device", "cpu", "--solution", os.path.join(REPO, "tests", "solutions", "eager_copy.py"),
+                     "--protocol", "gpumode"])
+    assert code == 3 and "task.yml" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_exported_pairs_pass_the_harness_and_both_procedures(exported):
+    """On a GPU: harness check with --protocol kernelbench on the KernelBench pair, and with
+    --protocol gpumode (test mode) on the GPU MODE directory; both must pass both verdicts."""
+    from tests.harness_run import run_harness
+    kb, gm = exported["kernelbench"], exported["gpumode"]
+    code, verdict, out = run_harness("check", "--solution", f"{kb}/solution.py", "--reference", f"{kb}/reference.py",
+                                     "--protocol", "kernelbench", "--trials", "2")
+    assert code == 0 and verdict["kernelbench"]["correct"], out[-3000:]
+    code, verdict, out = run_harness("check", "--solution", f"{gm}/submission.py", "--reference", f"{gm}/reference.py",
+                                     "--protocol", "gpumode", "--trials", "2")
+    assert code == 0 and verdict["gpumode"]["modes"]["test"]["passed"], out[-3000:]
