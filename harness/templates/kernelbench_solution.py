@@ -5,6 +5,8 @@ the same CUDA source, compiled with VAE_EPS_INPUT defined, so the kernel reads t
 from the input eps instead of drawing it. forward(x, eps) returns the (3, B) float32 tensor
 whose rows are elbo, recon_loss, kl_div (as the exported reference.py's Model). sm_90 only.
 """
+import os
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -13,6 +15,10 @@ CUDA_SRC = "#define VAE_EPS_INPUT\n" + @@CUDA_SRC@@
 
 CPP_DECL = @@CPP_DECL@@
 
+# sm_90 only (clusters, bulk copy): built for it whatever TORCH_CUDA_ARCH_LIST the evaluator set
+# (KernelBench's run_and_check.py sets it from gpu_arch, by default Ada), which is then restored.
+_arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST")
+os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
 _ext = load_inline(
     name="@@EXT_NAME@@",
     cpp_sources=CPP_DECL,
@@ -21,6 +27,10 @@ _ext = load_inline(
     extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"],
     verbose=False,
 )
+if _arch_list is None:
+    del os.environ["TORCH_CUDA_ARCH_LIST"]
+else:
+    os.environ["TORCH_CUDA_ARCH_LIST"] = _arch_list
 SUPPORTED_SIZES = (784, 256, 32)
 
 
