@@ -393,6 +393,9 @@ def run_gpumode(args, verdict: dict, progress=None) -> dict:
     directory = os.path.dirname(os.path.abspath(args.reference))
     modes = ["test"] if verdict.get("command") == "check" else \
         [m.strip() for m in args.gpumode_modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in ("test",) + tuple(MAX_TIME_NS)]
+    if unknown:
+        raise UsageError(f"--gpumode-modes: unknown mode(s) {unknown}; GPU MODE's are test, benchmark, leaderboard")
     return run_procedure(directory, args.solution, modes, args.gpumode_seed, args.load_timeout,
                          max(args.call_timeout, 420.0), progress)
 
