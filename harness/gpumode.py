@@ -8,7 +8,8 @@ What GPU MODE does (gpu-mode/reference-kernels problems/pmpp_v2/eval.py, the eva
 `../eval.py` names; gpu-mode/kernelbot src/libkernelbot/run_eval.py and submission.py), as reproduced:
   - kernelbot writes task.yml's tests/benchmarks as lines `k: v; k: v` (build_test_string); eval.py
     parses them back (get_test_cases), adding a secret seed to each `seed` (_combine, a Cantor pairing)
-    when POPCORN_SEED is set; set_seed(seed or 42). Here no secret seed is set unless --gpumode-seed.
+    when POPCORN_SEED is set (its set_seed(seed or 42) seeds the parent, not the spawned worker, so it
+    changes nothing the cases see). Here no secret seed is set unless --gpumode-seed.
   - every case runs in one spawned worker process (multiprocessing Pool(1)), `from submission import
     custom_kernel` inside it.
   - test: data = generate_input(**case); synchronize; output = custom_kernel(clone of data); synchronize;
@@ -45,7 +46,6 @@ from harness import UsageError
 
 SOURCE = ("gpu-mode/reference-kernels problems/pmpp_v2/eval.py (run_testing, _run_single_benchmark, main); "
           "gpu-mode/kernelbot src/libkernelbot/run_eval.py (run_evaluation), submission.py (compute_score)")
-DEFAULT_SEED = 42
 MAX_REPEATS = 100
 WARMUP_MAX_NS = {"benchmark": 10e7, "leaderboard": 1e7}
 MAX_TIME_NS = {"benchmark": 10e9, "leaderboard": 30e9}
@@ -335,7 +335,6 @@ def run_procedure(directory: str, submission_path: str, modes=("test", "benchmar
     task = read_task(directory)
     result = {"source": SOURCE, "directory": directory, "ranking_by": task["ranking_by"],
               "secret_seed": secret_seed, "modes": {}}
-    torch.manual_seed(secret_seed or DEFAULT_SEED)
     tests, benchmarks = cases(task["tests"], secret_seed), cases(task["benchmarks"], secret_seed)
     if task["ranking_by"] == "last":
         benchmarks = benchmarks[-1:]  # kernelbot writes only the last benchmark line for ranking_by last
