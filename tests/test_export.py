@@ -143,6 +143,18 @@ def test_kernelbench_model_equals_reference_fed_the_same_noise(exported, batch_s
             assert float((got - want).norm() / want.norm()) <= 1e-12
 
 
+def test_kernelbench_files_work_as_kernelbench_loads_them(exported):
+    """KernelBench exec()s both sources into a dict (eval.py load_original_model_and_inputs,
+    load_custom_model): no __file__, and the reference's names resolve in that dict."""
+    context = {}
+    exec(compile(read(exported["kernelbench"], "reference.py"), "<string>", "exec"), context)
+    torch.manual_seed(0)
+    model = context["Model"](*context["get_init_inputs"]())
+    assert model(*context["get_inputs"]()).shape == (3, context["batch_size"])
+    for fmt in export.FORMATS:
+        assert "__file__" not in read(exported[fmt], export.SOLUTION_FILE[fmt])
+
+
 def test_kernelbench_get_inputs_shapes(exported):
     kb = load(os.path.join(exported["kernelbench"], "reference.py"), "ref_kernelbench_inputs")
     kb.batch_size = 129
