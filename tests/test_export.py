@@ -458,8 +458,8 @@ def test_exported_pairs_pass_the_harness_and_both_procedures(exported):
     from tests.harness_run import run_harness
     kb, gm = exported["kernelbench"], exported["gpumode"]
     code, verdict, out = run_harness("check", "--solution", f"{kb}/solution.py", "--reference", f"{kb}/reference.py",
-                                     "--protocol", "kernelbench", "--trials", "2")
+                                     "--protocol", "kernelbench", "--trials", "1", "--batch-sizes", "1,16384")
     assert code == 0 and verdict["kernelbench"]["correct"], out[-3000:]
     code, verdict, out = run_harness("check", "--solution", f"{gm}/submission.py", "--reference", f"{gm}/reference.py",
-                                     "--protocol", "gpumode", "--trials", "2")
+                                     "--protocol", "gpumode", "--trials", "1", "--batch-sizes", "1,16384")
     assert code == 0 and verdict["gpumode"]["modes"]["test"]["passed"], out[-3000:]
