@@ -270,8 +270,7 @@ def export(fmt: str, directory: str, solution_path: str = "solution.py", force: 
 def add_parser(sub):
     p = sub.add_parser("export", help="write the problem and the solution in KernelBench's or GPU MODE's format")
     p.add_argument("directory", help="where to write (must not exist or be empty, unless --force)")
-    p.add_argument("--to", dest="format", required=True, metavar="FORMAT",
-                   help=f"one of: {', '.join(FORMATS)}")
+    p.add_argument("--to", dest="format", required=True, choices=FORMATS, help="the leaderboard's format")
     p.add_argument("--solution", default="solution.py", help="the solution to export (default solution.py)")
     p.add_argument("--force", action="store_true", help="write into a non-empty directory")
     p.add_argument("--leaderboard", default=DEFAULT_LEADERBOARD,
