@@ -121,6 +121,9 @@ def main(argv=None) -> int:
                 raise UsageError(f"--{option} {path}: {'is a directory' if os.path.isdir(path) else 'no such file'}"
                                  + (" (the default; run from the repository root or pass --solution)"
                                     if option == "solution" and path == "solution.py" else ""))
+        if getattr(args, "protocol", "harness") == "gpumode":
+            from harness import gpumode
+            gpumode.read_task(os.path.dirname(os.path.abspath(args.reference)))  # a usage error before any work
         if args.command == "check":
             from harness.check import run_check
             verdict, code = run_check(args, progress=progress)
@@ -144,6 +147,10 @@ def main(argv=None) -> int:
             from harness import protocol
             verdict["kernelbench"] = protocol.run_kernelbench(args, verdict, progress=progress)
             print(protocol.format_comparison(verdict, code))
+        if getattr(args, "protocol", "harness") == "gpumode" and not getattr(args, "sweep", None):
+            from harness import gpumode
+            verdict["gpumode"] = gpumode.run_gpumode(args, verdict, progress=progress)
+            print(gpumode.format_comparison(verdict, code))
     except UsageError as e:
         print(f"usage error: {e}", file=sys.stderr)
         return EXIT_USAGE
