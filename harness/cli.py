@@ -1,4 +1,4 @@
-"""The command line: `python -m harness check|bench|profile [options]`."""
+"""The command line: `python -m harness check|bench|profile|export [options]`."""
 import argparse
 import os
 import sys
@@ -90,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--trials", type=positive_int, default=1, help="correctness trials before timing")
     b.add_argument("--strict", action="store_true", help=STRICT_HELP)
     b.add_argument("--batch-sizes", type=_batch_sizes, default=(), help=argparse.SUPPRESS)
-    from harness import profile, protocol, sweep
+    from harness import export, profile, protocol, sweep
+    export.add_parser(sub)
     sweep.add_arguments(b)
     protocol.add_arguments(c)
     protocol.add_arguments(b)
@@ -104,6 +105,14 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return EXIT_USAGE if e.code not in (0, None) else 0
+    if args.command == "export":  # file work only: no device, no worker, no verdict
+        from harness import export
+        try:
+            print(export.run_export(args))
+        except UsageError as e:
+            print(f"usage error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        return 0
     progress = report.Progress(enabled=False if args.quiet else None)
     try:
         for option in ("solution", "reference"):
@@ -112,6 +121,9 @@ def main(argv=None) -> int:
                 raise UsageError(f"--{option} {path}: {'is a directory' if os.path.isdir(path) else 'no such file'}"
                                  + (" (the default; run from the repository root or pass --solution)"
                                     if option == "solution" and path == "solution.py" else ""))
+        if getattr(args, "protocol", "harness") == "gpumode":
+            from harness import gpumode
+            gpumode.read_task(os.path.dirname(os.path.abspath(args.reference)))  # a usage error before any work
         if args.command == "check":
             from harness.check import run_check
             verdict, code = run_check(args, progress=progress)
@@ -135,6 +147,10 @@ def main(argv=None) -> int:
             from harness import protocol
             verdict["kernelbench"] = protocol.run_kernelbench(args, verdict, progress=progress)
             print(protocol.format_comparison(verdict, code))
+        if getattr(args, "protocol", "harness") == "gpumode" and not getattr(args, "sweep", None):
+            from harness import gpumode
+            verdict["gpumode"] = gpumode.run_gpumode(args, verdict, progress=progress)
+            print(gpumode.format_comparison(verdict, code))
     except UsageError as e:
         print(f"usage error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -25,10 +25,26 @@ def load_module(path: str, name: str):
     return module
 
 
+def kernelbench_view(module):
+    """A GPU MODE reference (generate_input, ref_kernel, check_implementation) seen as a KernelBench-format
+    problem (harness/gpumode.py); any other module as it is."""
+    from harness import gpumode
+    return gpumode.reference_view(module) if gpumode.is_gpumode_reference(module) else module
+
+
+def solution_class(solution, reference):
+    """ModelNew, or for a GPU MODE submission (custom_kernel) a ModelNew over the reference's weights."""
+    if not hasattr(solution, "ModelNew") and hasattr(solution, "custom_kernel") and \
+            hasattr(reference, "gpumode_reference"):
+        from harness import gpumode
+        return gpumode.solution_model(solution, reference.gpumode_reference)
+    return getattr(solution, "ModelNew", None)
+
+
 def load_reference(path: str):
     """The reference is trusted code; a broken one is a usage error."""
     try:
-        module = load_module(path, "harness_reference")
+        module = kernelbench_view(load_module(path, "harness_reference"))
     except Exception as e:
         raise UsageError(f"cannot import reference {path}: {type(e).__name__}: {e}") from e
     for attr in ("Model", "get_inputs", "get_init_inputs"):

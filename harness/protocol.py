@@ -36,9 +36,13 @@ L2_FLUSH_SHAPE = (32, 1024, 1024)  # int64: 256 MiB, as KernelBench's clear_l2_c
 
 
 def add_arguments(parser):
-    parser.add_argument("--protocol", choices=("harness", "kernelbench"), default="harness",
+    parser.add_argument("--protocol", choices=("harness", "kernelbench", "gpumode"), default="harness",
                         help="kernelbench: also run KernelBench's published procedure and print its verdict "
-                        "(and, for bench, its speedup) beside this harness's")
+                        "(and, for bench, its speedup) beside this harness's; gpumode: GPU MODE's test (check) "
+                        "or test, benchmark and leaderboard modes (bench) on the GPU MODE directory of --reference "
+                        "(harness/gpumode.py)")
+    from harness import gpumode
+    gpumode.add_arguments(parser)
 
 
 def set_seed(seed: int):

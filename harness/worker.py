@@ -155,17 +155,18 @@ def _load(state, m):
     importlib.import_module("torch._dynamo")
     state["snapshot"] = integrity.tamper_snapshot(
         [timing, integrity, compare, codec, sys.modules[__name__]])
-    reference = problem.load_module(m["reference"], "harness_reference")
+    reference = problem.kernelbench_view(problem.load_module(m["reference"], "harness_reference"))
     t0 = _perf_counter()
     try:
         solution = problem.load_module(m["solution"], "harness_solution")
     except Exception as e:
         raise RuntimeError(f"importing the solution failed: {type(e).__name__}: {e}") from e
     import_s = _perf_counter() - t0
-    if not hasattr(solution, "ModelNew"):
+    model_new = problem.solution_class(solution, reference)
+    if model_new is None:
         raise RuntimeError(f"the solution {m['solution']} defines no class ModelNew")
     torch.manual_seed(m["seed"])
-    state["model"] = solution.ModelNew(*m["init_args"]).to(device).eval()
+    state["model"] = model_new(*m["init_args"]).to(device).eval()
     torch.manual_seed(m["seed"])
     state["decoy"] = reference.Model(*m["init_args"]).to(device).eval()
     source = open(m["solution"], errors="replace").read()
