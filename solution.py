@@ -577,7 +577,7 @@ constexpr int BS_STRIDE = NC + 4;         // padded row of the staged W chunk (2
 constexpr int D_FULL = (D / NC) * NC;     // 768 pixels in full passes
 constexpr int D_TAIL = D - D_FULL;        // 16 pixels left
 static_assert(TT == 8 * 32 && NC == 32 * 8, "thread grid 8 warps x 32 lanes, 8 columns per lane");
-static_assert(H == NC, "the encoder is one GEMM pass");
+static_assert(H == NC, "the encoder is a single GEMM sweep of NC columns");
 static_assert(D % BK == 0 && H % BK == 0 && BK == 16, "K splits into chunks of 4 float4");
 static_assert(NC * BK / 4 == 4 * TT, "W chunk: 4 float4 per thread");
 static_assert(D_TAIL > 0, "phase 5 handles the pixels past the full passes");
@@ -824,14 +824,14 @@ vae_elbo_kernel_tile(const float* __restrict__ x,
     __syncthreads();
 #pragma unroll 1
     for (int s = 0; s < STEPS; ++s) {
-      const int buf = s & 1, pass = s / KSTEPS, kc = s % KSTEPS;
+      const int buf = s & 1, sweep = s / KSTEPS, kc = s % KSTEPS;
       if (s + 1 < STEPS) load_w_chunk<H>(W2, ((s + 1) / KSTEPS) * NC, ((s + 1) % KSTEPS) * BK, tid, rb);
       tile_step<MI, BM>(act + kc * BK * BM, stage_b(buf), ty, tx, acc);
       if (s + 1 < STEPS) store_w_chunk(stage_b(buf ^ 1), tid, rb);
       if (kc == KSTEPS - 1) {   // pass done: BCE of its 8 x 4MI pixels per thread, then reset
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          const int col = pass * NC + tx * 4 + 128 * j;
+          const int col = sweep * NC + tx * 4 + 128 * j;
           const float4 bias = __ldg(reinterpret_cast<const float4*>(b2 + col));
 #pragma unroll
           for (int r = 0; r < 4 * MI; ++r) {
