@@ -1,9 +1,13 @@
-"""The command line: `python -m harness check|bench|profile [options]`."""
+"""The command line: `python -m harness check|bench|profile [options]`: options, dispatch, exit codes.
+
+Exit codes: 0 pass, 1 incorrect (a named defence failed), 2 the solution could not be loaded, built or
+run, 3 usage error, 130 interrupted. `--json FILE` writes the whole verdict with its exit_code.
+"""
 import argparse
 import os
 import sys
 
-from harness import EXIT_INTERRUPTED, EXIT_USAGE, UsageError, report
+from harness import EXIT_INTERRUPTED, EXIT_USAGE, UsageError, bench, check, profile, protocol, protocols, report, sweep
 
 
 def _batch_sizes(text: str) -> tuple:
@@ -47,12 +51,26 @@ def _pin_cpu(text):
     return cpu
 
 
+def parse_sweep(text: str) -> tuple:
+    """'batch_size=1,32,128' -> ('batch_size', (1, 32, 128))."""
+    name, sep, values = text.partition("=")
+    name = name.strip()
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=V1,V2,... (e.g. batch_size=1,32,128), got {text!r}")
+    try:
+        sizes = tuple(int(v) for v in values.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sweep values must be integers, got {values!r}")
+    if not sizes or any(v < 1 for v in sizes):
+        raise argparse.ArgumentTypeError("sweep values must be integers >= 1")
+    return name, sizes
+
+
 STRICT_HELP = ("leaderboard mode (CUDA only): also fail when the forward launches no kernel of its own, only "
                "torch/cuBLAS/cuDNN/inductor ones (rule: harness/integrity.py, LIBRARY_KERNEL_PREFIXES)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from harness.check import DEFAULT_BATCH_SIZES
     p = argparse.ArgumentParser(prog="python -m harness", description="Check and time a KernelBench-format solution.")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--reference", default="reference.py", help="reference problem file (default reference.py)")
@@ -72,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", parents=[common], help="correctness on several trials and shapes")
     c.add_argument("--trials", type=positive_int, default=5)
     c.add_argument("--strict", action="store_true", help=STRICT_HELP)
-    c.add_argument("--batch-sizes", type=_batch_sizes, default=DEFAULT_BATCH_SIZES,
+    c.add_argument("--batch-sizes", type=_batch_sizes, default=check.DEFAULT_BATCH_SIZES,
                    help="batch sizes beyond the default inputs (default 1,7,127,129,1000,4096)")
     b = sub.add_parser("bench", parents=[common], help="time the solution against eager, compile and graphs")
     b.add_argument("--iters", type=positive_int, default=200, help="timed calls per implementation")
@@ -90,11 +108,23 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--trials", type=positive_int, default=1, help="correctness trials before timing")
     b.add_argument("--strict", action="store_true", help=STRICT_HELP)
     b.add_argument("--batch-sizes", type=_batch_sizes, default=(), help=argparse.SUPPRESS)
-    from harness import profile, protocol, sweep
-    sweep.add_arguments(b)
-    protocol.add_arguments(c)
-    protocol.add_arguments(b)
-    profile.add_parser(sub, common)
+    b.add_argument("--sweep", type=parse_sweep, metavar="NAME=V1,V2,...",
+                   help="bench at each value of a module-level integer size of the reference, "
+                   "e.g. batch_size=1,32,128,1024,4096,16384,65536; writes OUT_DIR/sweep_NAME.{json,md,png}")
+    b.add_argument("--sweep-budget", type=at_least(float, 0.0, strict=True), default=1.5, metavar="SECONDS",
+                   help="about this many seconds of timed calls per implementation and value "
+                   "(fewer than --iters calls at big sizes; default 1.5)")
+    b.add_argument("--out-dir", default="results", help="where sweep files go (default results/)")
+    for command in (c, b):
+        command.add_argument("--protocol", choices=("harness",) + tuple(protocols.PROTOCOLS), default="harness",
+                             help="also run another evaluator's published procedure (kernelbench: KernelBench's) and "
+                             "print its verdict (and, for bench, its speedup) beside this harness's")
+    f = sub.add_parser("profile", parents=[common], help="kernels per forward, GPU-only time, roofline")
+    f.add_argument("--batch-size", type=positive_int, help="override the reference's batch_size")
+    f.add_argument("--calls", type=positive_int, default=20, help="forwards under torch.profiler (default 20)")
+    f.add_argument("--replays", type=positive_int, default=200,
+                   help="CUDA-graph replays for the GPU-only time (default 200)")
+    f.add_argument("--skip-eager", action="store_true", help="profile the solution only")
     return p
 
 
@@ -106,35 +136,12 @@ def main(argv=None) -> int:
         return EXIT_USAGE if e.code not in (0, None) else 0
     progress = report.Progress(enabled=False if args.quiet else None)
     try:
-        for option in ("solution", "reference"):
-            path = getattr(args, option, None)
-            if path is not None and not os.path.isfile(path):
-                raise UsageError(f"--{option} {path}: {'is a directory' if os.path.isdir(path) else 'no such file'}"
-                                 + (" (the default; run from the repository root or pass --solution)"
-                                    if option == "solution" and path == "solution.py" else ""))
-        if args.command == "check":
-            from harness.check import run_check
-            verdict, code = run_check(args, progress=progress)
-            print(report.format_check(verdict, code))
-        elif args.command == "bench" and args.sweep:
-            from harness import sweep
-            verdict, code = sweep.run_sweep(args, progress=progress)
-            sweep.write_outputs(verdict, args.out_dir)
-            print(sweep.format_sweep(verdict, code))
-        elif args.command == "profile":
-            from harness import profile
-            verdict, code = profile.run_profile(args, progress=progress)
-            print(profile.format_profile(verdict, code))
-        elif args.command == "bench":
-            from harness.bench import run_bench
-            verdict, code = run_bench(args, progress=progress)
-            print(report.format_bench(verdict, code))
-        else:
-            raise UsageError(f"unknown command {args.command}")
-        if getattr(args, "protocol", "harness") == "kernelbench" and not getattr(args, "sweep", None):
-            from harness import protocol
-            verdict["kernelbench"] = protocol.run_kernelbench(args, verdict, progress=progress)
-            print(protocol.format_comparison(verdict, code))
+        _require_files(args)
+        verdict, code, text = _run_command(args, progress)
+        print(text)
+        if getattr(args, "protocol", "harness") != "harness" and not getattr(args, "sweep", None):
+            verdict[args.protocol] = protocol.run_protocol(args, verdict, progress=progress)
+            print(report.format_comparison(verdict, code, args.protocol))
     except UsageError as e:
         print(f"usage error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -145,3 +152,31 @@ def main(argv=None) -> int:
         verdict["exit_code"] = code
         report.write_json(args.json, verdict)
     return code
+
+
+def _require_files(args):
+    for option in ("solution", "reference"):
+        path = getattr(args, option, None)
+        if path is not None and not os.path.isfile(path):
+            raise UsageError(f"--{option} {path}: {'is a directory' if os.path.isdir(path) else 'no such file'}"
+                             + (" (the default; run from the repository root or pass --solution)"
+                                if option == "solution" and path == "solution.py" else ""))
+
+
+def _run_command(args, progress) -> tuple:
+    """(verdict, exit code, the text to print) of the command args name."""
+    if args.command == "check":
+        verdict, code = check.run_check(args, progress=progress)
+        return verdict, code, report.format_check(verdict, code)
+    if args.command == "bench" and args.sweep:
+        verdict, code = sweep.run_sweep(args, progress=progress,
+                                        on_row=lambda data: report.save_sweep_rows(data, args.out_dir))
+        report.write_sweep_files(verdict, args.out_dir)
+        return verdict, code, report.format_sweep(verdict, code)
+    if args.command == "bench":
+        verdict, code = bench.run_bench(args, progress=progress)
+        return verdict, code, report.format_bench(verdict, code)
+    if args.command == "profile":
+        verdict, code = profile.run_profile(args, progress=progress)
+        return verdict, code, report.format_profile(verdict, code)
+    raise UsageError(f"unknown command {args.command}")

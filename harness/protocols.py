@@ -1,0 +1,9 @@
+"""Other evaluators' published procedures that `--protocol NAME` runs beside this harness's own, by name.
+
+Each is one ground module with the same interface (harness/kernelbench.py's docstring lists it); the
+worker finds a procedure's steps here and the `protocol` command and the report find the rest. A new
+procedure is one new module and one entry in PROTOCOLS.
+"""
+from harness import kernelbench
+
+PROTOCOLS = {kernelbench.NAME: kernelbench}
