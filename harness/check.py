@@ -5,14 +5,17 @@ After the import: the static scan of the source, the tamper check of the import,
 one trial as harness/trial.py describes, under trial seed = seed + 1000 x shape + trial; each shape's
 first trial also runs the solution under another seed. A shape stops at its first failing trial.
 """
+import contextlib
+
 from harness import EXIT_INCORRECT, EXIT_PASS, EXIT_SOLUTION_ERROR, judge, problem, trial
 from harness.client import SolutionFailure, Worker
 
 DEFAULT_BATCH_SIZES = (1, 7, 127, 129, 1000, 4096)
 
 
-def run_check(args, progress=None) -> tuple:
-    """Returns (verdict dict, exit code)."""
+def run_check(args, progress=None, worker=None) -> tuple:
+    """Returns (verdict dict, exit code). `worker`: a started, not yet loaded client.Worker to use (and
+    leave open: `check --bench` times the solution in it afterwards); by default one of its own."""
     device = problem.resolve_device(args.device)
     trial.require_strict_device(args, device)
     ref_module = problem.load_reference(args.reference)
@@ -22,7 +25,9 @@ def run_check(args, progress=None) -> tuple:
                              "truth_floor": args.truth_floor},
                "seed": args.seed, "trials": args.trials, "shapes": [], "scan": [], "passed": False}
     try:
-        with Worker(progress) as worker:
+        with contextlib.ExitStack() as stack:
+            if worker is None:
+                worker = stack.enter_context(Worker(progress))
             load = worker.load(args, device, init_args)
             verdict["import_seconds"] = load["import_seconds"]
             verdict["scan"], verdict["failures"] = judge.import_findings(load)

@@ -7,7 +7,8 @@ import argparse
 import os
 import sys
 
-from harness import EXIT_INTERRUPTED, EXIT_USAGE, UsageError, bench, check, profile, protocol, protocols, report, sweep
+from harness import (EXIT_INTERRUPTED, EXIT_PASS, EXIT_USAGE, UsageError, bench, check, client, profile, protocol,
+                     protocols, report, sweep)
 
 
 def _batch_sizes(text: str) -> tuple:
@@ -66,8 +67,12 @@ def parse_sweep(text: str) -> tuple:
     return name, sizes
 
 
+SUMMARY_BENCH = ["--skip", "compile,compile-ro", "--iters", "200"]  # check --bench: no torch.compile (minutes)
 STRICT_HELP = ("leaderboard mode (CUDA only): also fail when the forward launches no kernel of its own, only "
                "torch/cuBLAS/cuDNN/inductor ones (rule: harness/integrity.py, LIBRARY_KERNEL_PREFIXES)")
+
+
+COMMON_OPTIONS = []  # the options every command takes (build_parser fills it): check --bench passes them on
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,10 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--call-timeout", type=at_least(float, 0.0, strict=True), default=60.0, help="seconds for one request to the solution")
     common.add_argument("--json", metavar="FILE", help="write the whole verdict as JSON")
     common.add_argument("--quiet", action="store_true", help="no progress line")
+    COMMON_OPTIONS[:] = [a.dest for a in common._actions if a.dest != "help"]
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", parents=[common], help="correctness on several trials and shapes")
     c.add_argument("--trials", type=positive_int, default=5)
     c.add_argument("--strict", action="store_true", help=STRICT_HELP)
+    c.add_argument("--bench", action="store_true",
+                   help="after a passing check, a short bench in the same worker process (what `make check` "
+                   "prints second): " + " ".join(SUMMARY_BENCH))
     c.add_argument("--batch-sizes", type=_batch_sizes, default=check.DEFAULT_BATCH_SIZES,
                    help="batch sizes beyond the default inputs (default 1,7,127,129,1000,4096)")
     b = sub.add_parser("bench", parents=[common], help="time the solution against eager, compile and graphs")
@@ -137,6 +146,8 @@ def main(argv=None) -> int:
     progress = report.Progress(enabled=False if args.quiet else None)
     try:
         _require_files(args)
+        if not args.quiet:
+            print(_first_line(args), flush=True)
         verdict, code, text = _run_command(args, progress)
         print(text)
         if getattr(args, "protocol", "harness") != "harness" and not getattr(args, "sweep", None):
@@ -163,8 +174,38 @@ def _require_files(args):
                                 if option == "solution" and path == "solution.py" else ""))
 
 
+def _check_then_bench(args, progress) -> tuple:
+    """`check --bench`: the check, then (when it passed) the summary bench in the same worker: one
+    Python, one worker and one import of the solution instead of two of each. The bench's verdict is
+    verdict["bench"]; the exit code is the check's, or the bench's when the check passed."""
+    bench_args = build_parser().parse_args(["bench", *SUMMARY_BENCH])
+    for name in COMMON_OPTIONS:
+        setattr(bench_args, name, getattr(args, name))
+    with client.Worker(progress) as worker:
+        verdict, code = check.run_check(args, progress=progress, worker=worker)
+        text = report.format_check(verdict, code)
+        if code == EXIT_PASS and worker.process.is_alive():
+            verdict["bench"], code = bench.run_bench(bench_args, progress=progress, worker=worker)
+            text += "\n\n" + report.format_bench(verdict["bench"], code)
+    return verdict, code, text
+
+
+# How long a first build of solution.py's extension took (load_inline; cached afterwards in
+# ~/.cache/torch_extensions): notes/harness.md, H200 calls 7-8 (64 s) and `make check` on a fresh machine.
+BUILD_NOTE = "a first build of its CUDA extension takes about a minute on the H200; a cached one, seconds"
+
+
+def _first_line(args) -> str:
+    """Said before the work starts, so a long build is expected, not mistaken for a hang."""
+    with open(args.solution, errors="replace") as f:
+        builds = "load_inline" in f.read()
+    return f"{args.command}: importing {args.solution} in a worker process" + (f" ({BUILD_NOTE})" if builds else "")
+
+
 def _run_command(args, progress) -> tuple:
     """(verdict, exit code, the text to print) of the command args name."""
+    if args.command == "check" and args.bench:
+        return _check_then_bench(args, progress)
     if args.command == "check":
         verdict, code = check.run_check(args, progress=progress)
         return verdict, code, report.format_check(verdict, code)

@@ -244,3 +244,19 @@ def test_table_aligns_columns():
     text = report.table(["name", "us"], [["a", "1.5"], ["longer", "12.25"]])
     lines = text.splitlines()
     assert lines[0] == "name       us" and lines[2] == "a         1.5" and lines[3] == "longer  12.25"
+
+
+def test_check_then_bench_in_one_worker(monkeypatch):
+    """`check --bench` (make check): the summary bench runs in the worker the check loaded, after a pass;
+    not at all after a failure."""
+    from harness import cli
+    monkeypatch.setattr(cli, "SUMMARY_BENCH", ["--skip", "compile,compile-ro", "--iters", "3", "--rounds", "1",
+                                               "--warmup", "1"])
+    starts = []
+    monkeypatch.setattr(cli.client.Worker, "load", lambda self, *a, _load=cli.client.Worker.load, **k:
+                        starts.append(1) or _load(self, *a, **k))
+    code, verdict, out = run_harness(*CHECK, "--bench", "--solution", EAGER_COPY)
+    assert code == 0 and verdict["passed"] and starts == [1], out
+    assert verdict["bench"]["results"]["solution"]["n"] == 3 and "solution speedup" in out
+    code, verdict, out = run_harness(*CHECK, "--bench", "--solution", solution("wrong_math.py"))
+    assert code == 1 and "bench" not in verdict and "solution speedup" not in out
