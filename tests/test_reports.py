@@ -3,7 +3,6 @@ line and the KernelBench protocol. CPU only; sweep data is built directly where 
 import argparse
 import io
 import json
-import os
 import sys
 import types
 
@@ -12,7 +11,7 @@ import torch
 
 from harness import EXIT_USAGE, cli, kernelbench, profile, profiling, report, sweep
 from harness.cli import build_parser, main
-from tests.harness_run import EAGER_COPY, REFERENCE
+from tests.harness_run import EAGER_COPY
 
 
 def fake_sweep(values=(1, 7, 127, 129, 1000)) -> dict:
