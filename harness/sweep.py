@@ -73,6 +73,28 @@ def row_from_bench(value, verdict: dict, code: int, iters: int, warmup: int) -> 
     return row
 
 
+class _SharedWorker:
+    """One worker, loaded once for every value with the same init args; a fresh one when they change or
+    after the solution crashed or hung. Keeps what its import showed (static scan, tampering)."""
+
+    def __init__(self, args, device, progress):
+        self.args, self.device, self.progress = args, device, progress
+        self.worker, self.init_args, self.import_failures = None, None, []
+
+    def get(self, init_args):
+        if self.worker is not None and self.init_args != init_args:
+            self.close()
+        if self.worker is None:
+            self.worker, self.init_args = Worker(self.progress), init_args
+            self.import_failures = judge.import_findings(self.worker.load(self.args, self.device, init_args))[1]
+        return self.worker
+
+    def close(self):
+        if self.worker is not None:
+            self.worker.close()
+        self.worker = None
+
+
 def run_sweep(args, progress=None, on_row=None) -> tuple:
     """Returns (sweep data dict, exit code): the worst exit code over the values. `on_row(data)` is
     called after every value."""
@@ -86,48 +108,46 @@ def run_sweep(args, progress=None, on_row=None) -> tuple:
             "values": list(values), "default_value": getattr(ref_module, name), "flush_l2": args.flush_l2,
             "max_iters": args.iters, "budget_s": args.sweep_budget, "environment": None, "rows": []}
     status = _Prefixed(progress)
-    worker, worker_init, import_failures, worst = None, None, [], EXIT_PASS
+    shared, worst = _SharedWorker(args, device, status), EXIT_PASS
     try:
         for i, value in enumerate(values, 1):
-            shape = dict(fixed, **{name: value})
             status.prefix = f"sweep {i}/{len(values)}: {name}={value}"
-            init_args = problem.init_inputs(ref_module, shape)
-            ref = problem.build_reference(ref_module, init_args, args.seed, device)
-            inputs = problem.make_inputs(ref_module, args.seed, device, shape)
-            status("estimating the time per call")
-            iters = scaled_iters(estimate_call_us(ref, inputs, device), args.iters, args.sweep_budget)
-            del ref, inputs
-            run_args = argparse.Namespace(**vars(args))
-            run_args.iters, run_args.warmup = iters, min(args.warmup, iters)
-            if worker is not None and worker_init != init_args:
-                worker.close()
-                worker = None
-            try:
-                if worker is None:
-                    worker, worker_init = Worker(status), init_args
-                    import_failures = judge.import_findings(worker.load(args, device, init_args))[1]
-                verdict, code = run_bench(run_args, progress=status, worker=worker, shape=shape)
-                if import_failures:  # the static scan's failures and the import's tampering count at every value
-                    verdict["failures"] = import_failures + verdict["failures"]
-                    code = max(code, EXIT_INCORRECT)
-            except SolutionFailure as f:
-                verdict = {"shape": problem.shape_label(ref_module, shape), "results": {}, "failures": [],
-                           "error": f.verdict()}
-                code = EXIT_SOLUTION_ERROR
-            if code == EXIT_SOLUTION_ERROR and worker is not None:
-                worker.close()  # a crashed or hung solution gets a fresh process at the next value
-                worker = None
-            data["environment"] = data["environment"] or verdict.get("environment")
-            data["rows"].append(row_from_bench(value, verdict, code, iters, run_args.warmup))
-            worst = max(worst, code)
+            row = _bench_at(dict(fixed, **{name: value}), value, ref_module, shared, device, args, status)
+            data["environment"] = data["environment"] or row.pop("environment")
+            data["rows"].append(row)
+            worst = max(worst, row["exit_code"])
             if on_row:
                 on_row(data)
     except KeyboardInterrupt:  # keep what was measured: the caller writes and prints the rows done
         data["interrupted"] = f"interrupted (Ctrl-C) after {len(data['rows'])} of {len(values)} values"
         worst = EXIT_INTERRUPTED
     finally:
-        if worker is not None:
-            worker.close()
+        shared.close()
         if progress:
             progress(None)
     return data, worst
+
+
+def _bench_at(shape, value, ref_module, shared, device, args, status) -> dict:
+    """The sweep's row at one value: calls scaled to the budget, then the bench in the shared worker."""
+    init_args = problem.init_inputs(ref_module, shape)
+    ref = problem.build_reference(ref_module, init_args, args.seed, device)
+    inputs = problem.make_inputs(ref_module, args.seed, device, shape)
+    status("estimating the time per call")
+    iters = scaled_iters(estimate_call_us(ref, inputs, device), args.iters, args.sweep_budget)
+    del ref, inputs
+    run_args = argparse.Namespace(**vars(args))
+    run_args.iters, run_args.warmup = iters, min(args.warmup, iters)
+    try:
+        worker = shared.get(init_args)
+        verdict, code = run_bench(run_args, progress=status, worker=worker, shape=shape)
+        if shared.import_failures:  # the static scan's failures and the import's tampering count at every value
+            verdict["failures"] = shared.import_failures + verdict["failures"]
+            code = max(code, EXIT_INCORRECT)
+    except SolutionFailure as f:
+        verdict = {"shape": problem.shape_label(ref_module, shape), "results": {}, "failures": [],
+                   "error": f.verdict()}
+        code = EXIT_SOLUTION_ERROR
+    if code == EXIT_SOLUTION_ERROR:
+        shared.close()  # a crashed or hung solution gets a fresh process at the next value
+    return dict(row_from_bench(value, verdict, code, iters, run_args.warmup), environment=verdict.get("environment"))
