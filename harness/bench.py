@@ -51,16 +51,7 @@ def reference_callables(kind: str, model, inputs, device, progress=None):
             return call
         return lambda: compiled(*inputs)
     if kind == "graph":
-        stream = torch.cuda.Stream(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                model(*inputs)
-        torch.cuda.current_stream(device).wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            model(*inputs)
-        return graph.replay
+        return profiling.capture_graph(lambda: model(*inputs), device).replay
     if kind == "noop":
         ext = noop_extension()
         x = next(t for t in inputs if isinstance(t, torch.Tensor))

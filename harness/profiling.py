@@ -4,8 +4,8 @@ least time it could take.
 - profile_kernels(): kernels per forward from torch.profiler: name, launches per forward, GPU µs per
   forward (the worker runs it on the solution for `profile` and `--strict`; the harness on the
   reference).
-- graph_gpu_us(): GPU-only time per forward: one forward captured in a CUDA graph and replayed back
-  to back between two CUDA events (no Python or launch overhead in between).
+- capture_graph(), graph_gpu_us(): GPU-only time per forward: one forward captured in a CUDA graph
+  and replayed back to back between two CUDA events (no Python or launch overhead in between).
 - measure(): both of the above; where capture fails, the sum of the profiled kernel times.
 - measure_ceilings(), roofline_floor_us(), achieved(): copy bandwidth and bf16 matrix rate measured
   now, the floor they give, and how close a measured time comes to them.
@@ -45,8 +45,9 @@ def profile_kernels(fn, calls: int, device) -> list:
     return summarize_kernels(prof.events(), calls)
 
 
-def graph_gpu_us(fn, device, replays: int) -> float:
-    """GPU time per forward from `replays` back-to-back replays of one captured forward."""
+def capture_graph(fn, device):
+    """One call of `fn` captured in a CUDA graph, after three warm-up calls on a side stream (as torch's
+    CUDA-graph documentation does it)."""
     stream = torch.cuda.Stream(device)
     stream.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(stream):
@@ -56,6 +57,12 @@ def graph_gpu_us(fn, device, replays: int) -> float:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
+    return graph
+
+
+def graph_gpu_us(fn, device, replays: int) -> float:
+    """GPU time per forward from `replays` back-to-back replays of one captured forward."""
+    graph = capture_graph(fn, device)
     graph.replay()
     timing._synchronize(device)
     start, end = timing._Event(enable_timing=True), timing._Event(enable_timing=True)

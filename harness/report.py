@@ -53,6 +53,18 @@ class Progress:
 
 
 MAX_FAILURES_SHOWN = 3
+ERROR_DETAIL_LINES = 15
+
+
+def error_lines(verdict: dict) -> list:
+    """The solution's error (exit 2) and the last lines of its traceback or log; none without an error."""
+    e = verdict.get("error")
+    if not e:
+        return []
+    lines = ["", f"ERROR ({e['kind']}): {e['message']}"]
+    if e.get("detail"):
+        lines += ["  " + line for line in e["detail"].rstrip().splitlines()[-ERROR_DETAIL_LINES:]]
+    return lines
 
 
 def _fmt_err(x) -> str:
@@ -67,11 +79,7 @@ def format_check(verdict: dict, exit_code: int) -> str:
              f"base seed {verdict['seed']}"]
     if "import_seconds" in verdict:
         lines.append(f"solution imported (and built) in {verdict['import_seconds']:.1f} s")
-    if verdict.get("error"):
-        e = verdict["error"]
-        lines += ["", f"ERROR ({e['kind']}): {e['message']}"]
-        if e.get("detail"):
-            lines += ["  " + line for line in e["detail"].rstrip().splitlines()[-15:]]
+    lines += error_lines(verdict)
     for f in verdict.get("failures", []):
         lines += ["", f"FAIL [{f['defence']}] {f['message']}"]
     if verdict["shapes"]:
@@ -118,11 +126,7 @@ def format_bench(verdict: dict, exit_code: int) -> str:
              "inputs refreshed before every call"
              + (f"; {pinned_text(verdict['cpu'])}" if verdict.get("cpu") is not None
                 else "")]
-    if verdict.get("error"):
-        e = verdict["error"]
-        lines += ["", f"ERROR ({e['kind']}): {e['message']}"]
-        if e.get("detail"):
-            lines += ["  " + line for line in e["detail"].rstrip().splitlines()[-15:]]
+    lines += error_lines(verdict)
     rows = []
     for kind, r in verdict["results"].items():
         label = LABELS.get(kind, kind)
@@ -182,11 +186,7 @@ def format_profile(verdict: dict, exit_code: int) -> str:
     lines = [f"profile: {verdict['solution']} on {env.get('gpu', env.get('device'))}, {verdict['shape']}, "
              f"torch {env.get('torch')}; {verdict['calls']} forwards under torch.profiler"]
     if verdict.get("error"):
-        e = verdict["error"]
-        lines += ["", f"ERROR ({e['kind']}): {e['message']}"]
-        if e.get("detail"):
-            lines += ["  " + line for line in e["detail"].rstrip().splitlines()[-15:]]
-        return "\n".join(lines + ["", f"ERROR: exit {exit_code}"])
+        return "\n".join(lines + error_lines(verdict) + ["", f"ERROR: exit {exit_code}"])
     profiles = verdict.get("profiles", {})
     for kind, title in (("solution", "solution"), ("eager", "reference eager")):
         if kind in profiles:

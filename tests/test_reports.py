@@ -456,3 +456,14 @@ def test_verdict_table_keeps_the_last_run_of_a_case_and_escapes_pipes():
                         "strict: no custom kernel ran |")
     assert lines[3] == ("| side_stream.py | bench | cuda | 1 | FAIL (incorrect) | side stream | "
                         "side stream: waited 689.7 µs \\| idle 7.2 µs |")
+
+
+def test_every_report_shows_the_solutions_error_and_its_last_lines():
+    detail = "\n".join(f"  File \"solution.py\", line {i}" for i in range(1, 31))
+    error = {"kind": "crash", "message": "the solution's process died (signal 11)", "detail": detail}
+    shown = report.error_lines({"error": error})
+    assert shown[1] == "ERROR (crash): the solution's process died (signal 11)"
+    assert len(shown) == 2 + report.ERROR_DETAIL_LINES and shown[-1].endswith("line 30")
+    assert report.error_lines({}) == []
+    profile_verdict = {"solution": "s.py", "environment": {}, "shape": "batch_size=7", "calls": 3, "error": error}
+    assert report.format_profile(profile_verdict, 2).endswith("line 30\n\nERROR: exit 2")
