@@ -260,3 +260,15 @@ def test_check_then_bench_in_one_worker(monkeypatch):
     assert verdict["bench"]["results"]["solution"]["n"] == 3 and "solution speedup" in out
     code, verdict, out = run_harness(*CHECK, "--bench", "--solution", solution("wrong_math.py"))
     assert code == 1 and "bench" not in verdict and "solution speedup" not in out
+
+
+def test_first_line_says_when_a_build_may_come(tmp_path):
+    """Printed before the import (unless --quiet), so a minute of nvcc is expected, not taken for a hang."""
+    from argparse import Namespace
+    from harness import cli
+    built = tmp_path / "built.py"
+    built.write_text("from torch.utils.cpp_extension import load_inline\n")
+    assert cli._first_line(Namespace(command="check", solution=str(built))) == (
+        f"check: importing {built} in a worker process ({cli.BUILD_NOTE})")
+    assert cli._first_line(Namespace(command="bench", solution=EAGER_COPY)) == (
+        f"bench: importing {EAGER_COPY} in a worker process")
