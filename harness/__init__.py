@@ -24,6 +24,7 @@ Four layers; a module imports only from its own layer or those below, never insi
                 profiling.py  kernels per forward (torch.profiler), GPU-only time, ceilings, roofline floor
                 kernelbench.py  KernelBench's published procedure, both sides of it
                 protocols.py  the procedures --protocol can run, by name (a new one: a module + an entry)
+                processes.py  how the worker process starts (forkserver or spawn); torch-free
 """
 
 EXIT_PASS = 0

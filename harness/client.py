@@ -7,30 +7,14 @@ Every command talks to the solution through this one API:
 and turns the SolutionFailure any of it raises (kind error, crash or timeout: exit 2) into its
 verdict's "error" with failure.verdict(). What each request does is in harness/worker.py.
 """
-import multiprocessing
 import os
 import tempfile
 import time
 
-from harness import codec
+from harness import codec, processes
 from harness.worker import worker_main
 
 _perf_counter = time.perf_counter
-
-# How the worker starts. forkserver (the default): one clean server process per harness process imports
-# torch, torch._dynamo and the worker's modules once (nothing else: no CUDA, no solution) and forks a
-# fresh worker from it for each Worker, in a tenth of a second instead of the seconds a Python and torch
-# start take; every worker is still a new process that has run no solution code. spawn: a new
-# interpreter per worker, the way the harness started them before (HARNESS_WORKER_START=spawn).
-START_METHOD = os.environ.get("HARNESS_WORKER_START", "forkserver")
-PRELOAD = ["harness.worker", "torch._dynamo"]
-
-
-def _context():
-    ctx = multiprocessing.get_context(START_METHOD)
-    if START_METHOD == "forkserver":
-        ctx.set_forkserver_preload(PRELOAD)
-    return ctx
 
 
 class SolutionFailure(Exception):
@@ -51,7 +35,7 @@ class Worker:
     def __init__(self, progress=None):
         log_fd, self.log_path = tempfile.mkstemp(prefix="harness-worker-", suffix=".log")
         os.close(log_fd)
-        ctx = _context()
+        ctx = processes.context()  # forkserver or spawn: processes.py says why
         self.conn, child_conn = ctx.Pipe()
         self.process = ctx.Process(target=worker_main, args=(child_conn, self.log_path), daemon=True)
         self.process.start()

@@ -11,7 +11,7 @@ from tests.harness_run import REPO
 PACKAGE = os.path.join(REPO, "harness")
 LAYERS = {
     "ground": ("__init__", "problem", "codec", "compare", "noise", "judge", "integrity", "timing", "profiling",
-               "kernelbench", "protocols"),
+               "kernelbench", "protocols", "processes"),
     "worker side": ("worker", "client", "trial"),
     "commands": ("check", "bench", "sweep", "profile", "protocol"),
     "presentation": ("report", "cli", "__main__"),
