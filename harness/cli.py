@@ -72,11 +72,8 @@ STRICT_HELP = ("leaderboard mode (CUDA only): also fail when the forward launche
                "torch/cuBLAS/cuDNN/inductor ones (rule: harness/integrity.py, LIBRARY_KERNEL_PREFIXES)")
 
 
-COMMON_OPTIONS = []  # the options every command takes (build_parser fills it): check --bench passes them on
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m harness", description="Check and time a KernelBench-format solution.")
+def _common_parser() -> argparse.ArgumentParser:
+    """The options every command takes."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--reference", default="reference.py", help="reference problem file (default reference.py)")
     common.add_argument("--solution", default="solution.py", help="solution file exposing ModelNew (default solution.py)")
@@ -91,7 +88,15 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--call-timeout", type=at_least(float, 0.0, strict=True), default=60.0, help="seconds for one request to the solution")
     common.add_argument("--json", metavar="FILE", help="write the whole verdict as JSON")
     common.add_argument("--quiet", action="store_true", help="no progress line")
-    COMMON_OPTIONS[:] = [a.dest for a in common._actions if a.dest != "help"]
+    return common
+
+
+COMMON_OPTIONS = [a.dest for a in _common_parser()._actions if a.dest != "help"]  # check --bench passes them on
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m harness", description="Check and time a KernelBench-format solution.")
+    common = _common_parser()
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", parents=[common], help="correctness on several trials and shapes")
     c.add_argument("--trials", type=positive_int, default=5)
@@ -101,7 +106,22 @@ def build_parser() -> argparse.ArgumentParser:
                    "prints second): " + " ".join(SUMMARY_BENCH))
     c.add_argument("--batch-sizes", type=_batch_sizes, default=check.DEFAULT_BATCH_SIZES,
                    help="batch sizes beyond the default inputs (default 1,7,127,129,1000,4096)")
-    b = sub.add_parser("bench", parents=[common], help="time the solution against eager, compile and graphs")
+    _bench_options(sub.add_parser("bench", parents=[common], help="time the solution against eager, compile and graphs"))
+    for command in (c, sub.choices["bench"]):
+        command.add_argument("--protocol", choices=("harness",) + tuple(protocols.PROTOCOLS), default="harness",
+                             help="also run another evaluator's published procedure (kernelbench: KernelBench's) and "
+                             "print its verdict (and, for bench, its speedup) beside this harness's")
+    f = sub.add_parser("profile", parents=[common], help="kernels per forward, GPU-only time, roofline")
+    f.add_argument("--batch-size", type=positive_int, help="override the reference's batch_size")
+    f.add_argument("--calls", type=positive_int, default=20, help="forwards under torch.profiler (default 20)")
+    f.add_argument("--replays", type=positive_int, default=200,
+                   help="CUDA-graph replays for the GPU-only time (default 200)")
+    f.add_argument("--skip-eager", action="store_true", help="profile the solution only")
+    return p
+
+
+def _bench_options(b):
+    """bench's own options, its sweep's among them."""
     b.add_argument("--iters", type=positive_int, default=200, help="timed calls per implementation")
     b.add_argument("--warmup", type=at_least(int, 0), default=20, help="untimed calls first (in every round)")
     b.add_argument("--pin-cpu", type=_pin_cpu, default="auto",
@@ -124,17 +144,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="about this many seconds of timed calls per implementation and value "
                    "(fewer than --iters calls at big sizes; default 1.5)")
     b.add_argument("--out-dir", default="results", help="where sweep files go (default results/)")
-    for command in (c, b):
-        command.add_argument("--protocol", choices=("harness",) + tuple(protocols.PROTOCOLS), default="harness",
-                             help="also run another evaluator's published procedure (kernelbench: KernelBench's) and "
-                             "print its verdict (and, for bench, its speedup) beside this harness's")
-    f = sub.add_parser("profile", parents=[common], help="kernels per forward, GPU-only time, roofline")
-    f.add_argument("--batch-size", type=positive_int, help="override the reference's batch_size")
-    f.add_argument("--calls", type=positive_int, default=20, help="forwards under torch.profiler (default 20)")
-    f.add_argument("--replays", type=positive_int, default=200,
-                   help="CUDA-graph replays for the GPU-only time (default 200)")
-    f.add_argument("--skip-eager", action="store_true", help="profile the solution only")
-    return p
 
 
 def main(argv=None) -> int:
