@@ -2,7 +2,7 @@
 line must get the expected exit code and name the expected defence; each in tests/solutions/correct/
 must pass. Cases run in-process through cli.main (the solution still runs in a worker process of its own, forked
 from the harness's forkserver); those marked `process` run `python -m harness` in a subprocess, as a
-user would, with spawned workers: exit codes 0, 1 and 2 end to end.
+user would: exit codes 0, 1 and 2 end to end, with workers forked (the default) or spawned.
 
 Exit codes: 0 pass, 1 incorrect (a defence named in verdict failures), 2 the solution could not be
 loaded, built or run (verdict['error']['kind']: error, crash, timeout), 3 usage. A case's `expect`
@@ -40,11 +40,12 @@ def case(file, command, exit_code, expect, device="cpu", process=False):
     return pytest.param(solution(file), list(command), device, exit_code, expect, process, id=name, marks=marks)
 
 
-# (solution file, command, exit code, defence named, run on the GPU too, run as `python -m harness`)
+# (solution file, command, exit code, defence named, run on the GPU too, run as `python -m harness` with
+# its workers started this way; False: in-process)
 ANY_DEVICE = [
     ("mutates_input.py", CHECK, 1, "input mutation", True, False),
     ("scales_input.py", CHECK, 1, "input mutation", False, False),
-    ("mutates_weights.py", CHECK, 1, "parameter mutation", False, True),
+    ("mutates_weights.py", CHECK, 1, "parameter mutation", False, "forkserver"),
     ("output_views_input.py", CHECK, 1, "aliasing", True, False),
     ("steals_reference_outputs.py", CHECK, 1, "aliasing", True, False),
     ("zero_noise.py", CHECK, 1, "noise", False, False),
@@ -64,11 +65,11 @@ ANY_DEVICE = [
     ("pointer_cache.py", BENCH, 1, "caching/replay", True, False),
     ("replays_previous.py", BENCH, 1, "caching/replay", True, False),
     ("patches_timers_late.py", BENCH, 1, "tampering", True, False),
-    ("import_error.py", CHECK, 2, "error:error", False, True),
+    ("import_error.py", CHECK, 2, "error:error", False, "spawn"),
     ("raises.py", CHECK, 2, "error:error", False, False),
     ("segfault.py", CHECK, 2, "error:crash", False, False),
     ("hangs.py", CHECK + ["--call-timeout", "3"], 2, "error:timeout", True, False),
-    ("eager_copy.py", CHECK2 + ["--trials", "2"], 0, (), True, True),
+    ("eager_copy.py", CHECK2 + ["--trials", "2"], 0, (), True, "spawn"),
     ("honest_reordered.py", CHECK2 + ["--trials", "2"], 0, (), True, False),
     ("honest_reordered.py", BENCH, 0, (), True, False),
 ]
@@ -87,11 +88,11 @@ CASES = ([case(f, c, code, e, process=p) for f, c, code, e, _, p in ANY_DEVICE]
 
 
 def run_harness(solution, command, device, process=False):
-    """In-process (workers forked from the forkserver), or `python -m harness` with workers spawned as new
-    interpreters (HARNESS_WORKER_START=spawn): both ways of starting the worker stay covered."""
+    """In-process (workers forked from this process's forkserver), or `python -m harness` with workers
+    started the way `process` names (forkserver, started before the CLI imports torch, or spawn)."""
     args = (*command, "--device", device, "--solution", solution)
     if process:
-        r = run_harness_process(*args, env=dict(os.environ, HARNESS_WORKER_START="spawn"))
+        r = run_harness_process(*args, env=dict(os.environ, HARNESS_WORKER_START=process))
     else:
         r = run_cli(*args)
     return r, r.verdict
