@@ -3,7 +3,8 @@
 Implementations: the solution (in its worker), reference eager, torch.compile (default and
 reduce-overhead), the eager reference captured in one CUDA graph, and a no-op load_inline kernel
 call (the floor for any custom-kernel call from Python). Correctness is checked first; during
-timing the inputs change before every call and a few calls are re-checked (see worker.py).
+timing the inputs change before every call and a few calls are re-checked (worker.py's
+_InputRefresher, judge.judge_checkpoints).
 """
 import contextlib
 

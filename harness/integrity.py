@@ -232,7 +232,7 @@ def scan_failures(findings: list) -> list:
 # load_inline kernel, a hand-written @triton.jit kernel (unless named like inductor's), CUTLASS
 # templates instantiated by the solution under its own kernel name. The rule is a list of names, so a
 # library kernel it does not know would count as custom: --strict therefore also counts as a library's
-# every kernel that the reference's eager forward launches on the same inputs (check.strict_failures),
+# every kernel that the reference's eager forward launches on the same inputs (trial.strict_failures),
 # which rejects a copy of the reference whatever its kernels are called. On the H200 in November 2026,
 # before that second rule, the eager copy passed --strict through cuBLAS's `sgemm_largek_lds64`.
 LIBRARY_KERNEL_PREFIXES = (
