@@ -1,20 +1,34 @@
-"""Evaluation harness for KernelBench-format problems: `python -m harness check|bench|profile`.
+"""Evaluation harness for KernelBench-format problems: `python -m harness check|bench|profile|export`.
 
-One module per concern:
-  problem.py   loading a reference and a solution, sizes, inputs, FLOP and byte counts
-  codec.py     the safe message format between the harness and its worker (no pickle)
-  worker.py    the spawned process that imports and runs the solution; the client that drives it
-  noise.py     recording torch's noise in the float32 reference and replaying it in float64
-  compare.py   output comparison (allclose with an explained verdict, error against float64 truth)
-  integrity.py defences against faked results: output validation, tamper checks, static scan
-  timing.py    clock warm-up, CUDA-event timing, L2 flush, statistics
-  check.py     the `check` command
-  bench.py     the `bench` command
-  report.py    tables and JSON
-  sweep.py     `bench --sweep NAME=...`: the bench over one size; table, JSON, Markdown, plot
-  profile.py   the `profile` command: kernels per forward, GPU-only time, roofline, ncu command
-  protocol.py  `--protocol kernelbench`: KernelBench's published procedure beside this harness's
-  cli.py       the command line
+Four layers; a module imports only from its own layer or those below, never inside a function
+(tests/test_layers.py parses the package and fails on an upward import, a cycle or a hidden import).
+
+  presentation  cli.py        the command line: options, dispatch, exit codes
+                report.py     verdicts as text, the sweep's files and plot, JSON, the progress line
+  commands      check.py      `check`: correctness on every trial and shape, by every defence
+                bench.py      `bench`: the solution timed beside eager, torch.compile, a CUDA graph, a no-op
+                sweep.py      `bench --sweep NAME=...`: the bench at each value of one size
+                profile.py    `profile`: kernels per forward, GPU-only time, roofline, ncu command
+                protocol.py   `--protocol NAME`: another evaluator's procedure beside this harness's
+                export.py     `export --to kernelbench|gpumode DIR`: the problem and solution.py in a
+                              leaderboard's own format (file work only; templates/ holds the files)
+  worker side   trial.py      one correctness trial (and --strict's kernel question) through the client
+                client.py     the harness's side: start the worker, load the solution, send requests,
+                              a failure of the solution as a verdict (SolutionFailure.verdict)
+                worker.py     the solution's process: serves the requests; imports only ground modules
+  ground        problem.py    the reference and solution files, the device, sizes, shapes, inputs, work counts
+                codec.py      the message format between the harness and its worker (JSON + raw bytes)
+                compare.py    one output against the reference: allclose explained, error against truth
+                noise.py      the generator's state; torch's noise recorded in float32, replayed in float64
+                judge.py      expected outputs, and a run's failures as named defences
+                integrity.py  tamper snapshot, allocator poisoning, aliasing, static scan, --strict's rule
+                timing.py     clock warm-up, CUDA-event timing, L2 flush, rounds, statistics
+                profiling.py  kernels per forward (torch.profiler), GPU-only time, ceilings, roofline floor
+                kernelbench.py  KernelBench's published procedure, both sides of it
+                gpumode.py    GPU MODE's test/benchmark/leaderboard modes in a spawned worker of its own,
+                              and a GPU MODE directory seen as a KernelBench-format problem
+                protocols.py  the procedures --protocol can run, by name (a new one: a module + an entry)
+                processes.py  how the worker process starts (forkserver or spawn); torch-free
 """
 
 EXIT_PASS = 0

@@ -12,6 +12,11 @@ import torch
 SHOW_MISMATCHES = 5
 
 
+def output_name(i: int, n: int) -> str:
+    """How verdicts name output i of n: "output 2", or "output" when there is one."""
+    return f"output {i}" if n > 1 else "output"
+
+
 def describe_tensor(t) -> dict:
     """What the harness checks about an output before looking at its values (runs in the worker)."""
     if type(t) is not torch.Tensor:

@@ -46,6 +46,10 @@ from harness import UsageError
 
 SOURCE = ("gpu-mode/reference-kernels problems/pmpp_v2/eval.py (run_testing, _run_single_benchmark, main); "
           "gpu-mode/kernelbot src/libkernelbot/run_eval.py (run_evaluation), submission.py (compute_score)")
+NAME = "gpumode"
+COLUMN = "GPU MODE"
+WORKER_STEPS = {}   # none: the cases run in a spawned worker of this module's own
+TITLE = "GPU MODE's procedure, reproduced (" + SOURCE.replace("{", "{{").replace("}", "}}") + "), on {directory}:"
 MAX_REPEATS = 100
 WARMUP_MAX_NS = {"benchmark": 10e7, "leaderboard": 1e7}
 MAX_TIME_NS = {"benchmark": 10e9, "leaderboard": 30e9}
@@ -386,7 +390,7 @@ def _run_mode(pool, mode, tests, benchmarks, timeout) -> dict:
     return {"passed": all(c["passed"] for c in out), "cases": out}
 
 
-def run_gpumode(args, verdict: dict, progress=None) -> dict:
+def run(args, verdict: dict, progress=None) -> dict:
     """--protocol gpumode for check and bench: the directory is the reference's; `check` runs the test
     mode only, `bench` all modes named by --gpumode-modes."""
     directory = os.path.dirname(os.path.abspath(args.reference))
@@ -408,7 +412,9 @@ def _mode_words(mode: dict) -> str:
         f" (first failure, {bad[0]['spec']}: {bad[0]['message'][:300]})" if bad else "")
 
 
-def differences(result: dict, own_passed: bool) -> list:
+def differences(result: dict, verdict: dict) -> list:
+    """Notes on where GPU MODE's procedure and this harness's differ, and why, for this run."""
+    own_passed = bool(verdict.get("passed"))
     notes = []
     if result.get("error"):
         return [f"GPU MODE's run ended with an error: {result['error']}"]
@@ -430,24 +436,16 @@ def differences(result: dict, own_passed: bool) -> list:
     return notes
 
 
-def format_comparison(verdict: dict, exit_code: int) -> str:
-    from harness import report
-    gm = verdict["gpumode"]
-    own = {0: "PASS", 1: "FAIL", 2: "ERROR"}.get(exit_code, "ERROR")
-    rows = [["this harness", own, ""]]
-    if gm.get("error"):
-        rows.append(["GPU MODE", "ERROR", gm["error"][:300]])
-    for mode, m in gm["modes"].items():
-        rows.append([f"GPU MODE {mode}", _mode_words(m), ""])
+def comparison_rows(gm: dict, verdict: dict, own_word: str) -> list:
+    """Rows [what, this harness, GPU MODE] for the side-by-side table (harness/report.py formats it)."""
+    rows = [["verdict", own_word, "ERROR: " + gm["error"][:300] if gm.get("error") else ""]]
+    for mode, m in gm.get("modes", {}).items():
+        rows.append([f"{mode} mode", "", _mode_words(m)])
         for c in m["cases"]:
             if c.get("stats"):
                 s = c["stats"]
-                rows.append([f"  {c['spec']}", f"mean {s['mean'] / 1e3:.2f} us",
-                             f"runs {s['runs']}, err {s['err'] / s['mean']:.2%}, best {s['best'] / 1e3:.2f} us"])
+                rows.append([f"  {c['spec']}", "", f"mean {s['mean'] / 1e3:.2f} us (runs {s['runs']}, "
+                             f"err {s['err'] / s['mean']:.2%}, best {s['best'] / 1e3:.2f} us)"])
     if "score_seconds" in gm:
-        rows.append(["GPU MODE score", f"{gm['score_seconds'] * 1e6:.2f} us", f"ranking_by {gm['ranking_by']}"])
-    lines = ["", f"GPU MODE's procedure, reproduced ({SOURCE}), on {gm['directory']}:",
-             report.table(["", "verdict", "detail"], rows, align="lll"), "", "where they differ and why:"]
-    lines += [f"  - {n}" for n in differences(gm, exit_code == 0)]
-    lines.append("the exit code is this harness's verdict; GPU MODE's is for comparison")
-    return "\n".join(lines)
+        rows.append(["score", "", f"{gm['score_seconds'] * 1e6:.2f} us (ranking_by {gm['ranking_by']})"])
+    return rows

@@ -1,7 +1,8 @@
 """Defences against faked results that run inside the worker, and the static source scan.
 
 - tamper_snapshot()/tampered(): which functions the harness relies on were replaced after the
-  solution was imported or called (timers, synchronisation, events, RNG seeding, comparisons).
+  solution was imported or called (timers, synchronisation, events, RNG seeding, comparisons, and
+  in the worker every function, method and table entry of the harness modules it has loaded).
 - poison_allocator(): empty torch's caching allocator and refill it with NaN, so memory a solution
   allocates but never writes cannot still hold an earlier (reference) result.
 - storage_ranges()/aliases(): an output may not share storage with an input, a parameter or a
@@ -15,6 +16,8 @@ import builtins
 import re
 import sys
 import time
+import types
+from collections.abc import Mapping
 
 import torch
 
@@ -35,21 +38,37 @@ _WATCHED = {
 
 def tamper_snapshot(extra_modules=()) -> dict:
     """Identities of watched attributes, taken before the solution is imported. `extra_modules`
-    (the harness's own modules in the worker) are watched whole."""
+    (the harness's own modules in the worker) are watched whole: their functions and classes, the
+    methods of those classes, and the entries of their tables (dicts of functions or modules)."""
     snap = {}
     for owner_name, (owner, names) in _WATCHED.items():
         for name in names:
             snap[f"{owner_name}.{name}"] = (owner, name, getattr(owner, name, None))
     for module in extra_modules:
         for name, value in list(vars(module).items()):
-            if callable(value) and not name.startswith("__"):
+            if name.startswith("__"):
+                continue
+            if callable(value):
                 snap[f"{module.__name__}.{name}"] = (module, name, value)
+            if isinstance(value, type) and value.__module__ == module.__name__:
+                members = vars(value)  # the class's own dict, live: what a replaced method changes
+                for attr, member in members.items():
+                    if callable(member) and (attr == "__init__" or not attr.startswith("__")):
+                        snap[f"{module.__name__}.{name}.{attr}"] = (members, attr, member)
+            if isinstance(value, dict):
+                for key, entry in value.items():
+                    if callable(entry) or isinstance(entry, types.ModuleType):
+                        snap[f"{module.__name__}.{name}[{key}]"] = (value, key, entry)
     return snap
+
+
+def _current(owner, name):
+    return owner.get(name) if isinstance(owner, Mapping) else getattr(owner, name, None)
 
 
 def tampered(snapshot: dict) -> list:
     """Names whose current value is not the one recorded in the snapshot."""
-    return sorted(key for key, (owner, name, value) in snapshot.items() if getattr(owner, name, None) is not value)
+    return sorted(key for key, (owner, name, value) in snapshot.items() if _current(owner, name) is not value)
 
 
 def poison_allocator(device, small_mib: int = 64, large_mib: int = 512):
@@ -213,7 +232,7 @@ def scan_failures(findings: list) -> list:
 # load_inline kernel, a hand-written @triton.jit kernel (unless named like inductor's), CUTLASS
 # templates instantiated by the solution under its own kernel name. The rule is a list of names, so a
 # library kernel it does not know would count as custom: --strict therefore also counts as a library's
-# every kernel that the reference's eager forward launches on the same inputs (check.strict_failures),
+# every kernel that the reference's eager forward launches on the same inputs (trial.strict_failures),
 # which rejects a copy of the reference whatever its kernels are called. On the H200 in November 2026,
 # before that second rule, the eager copy passed --strict through cuBLAS's `sgemm_largek_lds64`.
 LIBRARY_KERNEL_PREFIXES = (

@@ -1,4 +1,5 @@
-"""Record the noise a float32 reference forward draws, and replay it in a float64 forward.
+"""Record the noise a float32 reference forward draws, and replay it in a float64 forward; the state
+of the generator a forward draws from.
 
 The float64 "truth" must see the same random numbers as the float32 run, else the two
 would differ by the noise and not by rounding. We wrap torch's sampling functions that a
@@ -8,6 +9,12 @@ model may call inside forward; each call's result is recorded in order, then rep
 import contextlib
 
 import torch
+
+def rng_state(device):
+    """The state of the default generator that torch.randn_like on `device` draws from: the harness
+    compares it after the reference's forward and after the solution's."""
+    return torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.get_rng_state()
+
 
 SAMPLERS = ("randn_like", "rand_like", "randn", "rand", "normal", "bernoulli", "randint_like", "randint")
 

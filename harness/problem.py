@@ -1,4 +1,5 @@
-"""Loading a KernelBench-format problem (reference) and a solution; sizes, inputs, work counts."""
+"""Loading a KernelBench-format problem (reference) and a solution; the device, sizes, shapes, inputs,
+work counts."""
 import contextlib
 import importlib.util
 import os
@@ -6,7 +7,7 @@ import sys
 
 import torch
 
-from harness import UsageError
+from harness import UsageError, gpumode
 
 SWEEPABLE_TYPES = (int,)
 
@@ -28,7 +29,6 @@ def load_module(path: str, name: str):
 def kernelbench_view(module):
     """A GPU MODE reference (generate_input, ref_kernel, check_implementation) seen as a KernelBench-format
     problem (harness/gpumode.py); any other module as it is."""
-    from harness import gpumode
     return gpumode.reference_view(module) if gpumode.is_gpumode_reference(module) else module
 
 
@@ -36,7 +36,6 @@ def solution_class(solution, reference):
     """ModelNew, or for a GPU MODE submission (custom_kernel) a ModelNew over the reference's weights."""
     if not hasattr(solution, "ModelNew") and hasattr(solution, "custom_kernel") and \
             hasattr(reference, "gpumode_reference"):
-        from harness import gpumode
         return gpumode.solution_model(solution, reference.gpumode_reference)
     return getattr(solution, "ModelNew", None)
 
@@ -71,12 +70,54 @@ def sizes_overridden(module, overrides: dict):
             setattr(module, name, value)
 
 
+def resolve_device(name: str) -> torch.device:
+    """The device to check and time on, with TF32 off; a CUDA device on a machine without one is a
+    usage error."""
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError("no CUDA GPU is visible on this machine: `check` and `bench` time and verify CUDA "
+                         "solutions on a GPU (use --device cpu for a pure-PyTorch solution)")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return device
+
+
+def environment(device) -> dict:
+    """What a timing depends on besides the code: torch, the device, TF32, the GPU and CUDA versions."""
+    env = {"torch": torch.__version__, "device": str(device), "tf32_matmul": torch.backends.cuda.matmul.allow_tf32}
+    if device.type == "cuda":
+        env["gpu"] = torch.cuda.get_device_name(device)
+        env["cuda"] = torch.version.cuda
+    return env
+
+
+def to_device(values, device) -> list:
+    """The tensors among `values` moved to `device` (the host: "cpu"); other values as they are."""
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
+
 def make_inputs(ref_module, seed: int, device: str, overrides: dict):
     """get_inputs() under a fixed seed, with sizes overridden, moved to `device`."""
     with sizes_overridden(ref_module, overrides):
         torch.manual_seed(seed)
         inputs = ref_module.get_inputs()
-    return [t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs]
+    return to_device(inputs, device)
+
+
+def shape_list(ref_module, batch_sizes) -> list:
+    """The shapes `check` runs: the default inputs ({}), then each other batch size."""
+    default = getattr(ref_module, "batch_size", None)
+    shapes = [{}]
+    if isinstance(default, int):
+        shapes += [{"batch_size": b} for b in batch_sizes if b != default]
+    return shapes
+
+
+def shape_label(ref_module, shape: dict) -> str:
+    if not shape:
+        b = getattr(ref_module, "batch_size", None)
+        return f"batch_size={b} (default)" if b is not None else "default inputs"
+    return ", ".join(f"{k}={v}" for k, v in shape.items())
 
 
 def init_inputs(ref_module, overrides: dict):

@@ -1,117 +1,32 @@
-"""The solution runs here, in a spawned process, never in the harness's own.
+"""What runs in the solution's process: a spawned worker that imports the solution and serves requests.
 
 A compile error, an exception, an illegal memory access, a device-side assert or a hang then
 becomes a verdict with its message instead of a harness traceback, and the harness's timers,
-comparisons and expected outputs live where the solution cannot reach or patch them.
+comparisons and expected outputs live where the solution cannot reach or patch them. The harness
+drives it through harness/client.py; messages cross as codec.py's JSON and raw bytes, never pickle.
 
-Parent side: `Worker` starts the process and sends requests with a timeout each.
-Child side: `worker_main` serves them: load, set_weights, run, reference_decoy, time, profile,
-kernels (--strict), kernelbench_trial, kernelbench_time (the last four delegate to profile.py and
-protocol.py).
+Requests (op): load, set_weights, run, reference_decoy, time, profile, kernels (--strict), and
+protocol (a step of another evaluator's procedure, harness/protocols.py). Only ground modules are
+imported here, and the tamper snapshot taken at load watches every harness module this process has
+loaded: all the harness code the worker runs.
 """
 import importlib
-import multiprocessing
 import os
 import sys
-import tempfile
 import time
 import traceback
 
 import torch
 
-from harness import codec, compare, integrity, problem, timing
+from harness import codec, compare, integrity, noise, problem, profiling, protocols, timing
 
 _perf_counter = time.perf_counter
 
 
-class SolutionFailure(Exception):
-    """The solution could not be loaded, built or run. `kind`: error, crash or timeout."""
+def harness_modules() -> list:
+    """Every harness module loaded in this process (in the worker: all the code it runs)."""
+    return [m for name, m in sorted(sys.modules.items()) if name == "harness" or name.startswith("harness.")]
 
-    def __init__(self, kind: str, message: str, detail: str = ""):
-        super().__init__(message)
-        self.kind, self.message, self.detail = kind, message, detail
-
-
-# ----- parent side ---------------------------------------------------------------------------
-
-class Worker:
-    def __init__(self, progress=None):
-        self.log_path = tempfile.mkstemp(prefix="harness-worker-", suffix=".log")[1]
-        ctx = multiprocessing.get_context("spawn")
-        self.conn, child_conn = ctx.Pipe()
-        self.process = ctx.Process(target=worker_main, args=(child_conn, self.log_path), daemon=True)
-        self.process.start()
-        child_conn.close()
-        self.progress = progress
-
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return "".join(f.readlines()[-lines:]).rstrip()
-        except OSError:
-            return ""
-
-    def request(self, message: dict, *, timeout: float, what: str) -> dict:
-        """Send one request; wait up to `timeout` seconds for the reply, showing elapsed time."""
-        try:
-            self.conn.send_bytes(codec.encode(message))
-        except (BrokenPipeError, OSError):
-            raise self._died(what)
-        start = _perf_counter()
-        while not self.conn.poll(0.25):
-            elapsed = _perf_counter() - start
-            if not self.process.is_alive() and not self.conn.poll(0):
-                raise self._died(what)
-            if elapsed > timeout:
-                self.kill()
-                raise SolutionFailure("timeout", f"{what} did not finish within {timeout:g} s (killed)", self.log_tail())
-            if self.progress and elapsed > 2:
-                self.progress(f"{what}: {elapsed:.0f} s")
-        try:
-            reply = codec.decode(self.conn.recv_bytes())
-        except (EOFError, OSError):
-            raise self._died(what)
-        except Exception as e:
-            self.kill()
-            raise SolutionFailure("error", f"{what}: unreadable reply from the worker ({e})")
-        if self.progress:
-            self.progress(None)
-        if not reply.get("ok"):
-            raise SolutionFailure("error", f"{what}: {reply.get('error')}", reply.get("traceback", ""))
-        return reply
-
-    def _died(self, what: str) -> SolutionFailure:
-        self.process.join(timeout=5)
-        code = self.process.exitcode
-        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        return SolutionFailure("crash", f"the solution's process died during {what} ({how})", self.log_tail())
-
-    def kill(self):
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(timeout=10)
-
-    def close(self):
-        if self.process.is_alive():
-            try:
-                self.conn.send_bytes(codec.encode({"op": "exit"}))
-                self.process.join(timeout=10)
-            except (BrokenPipeError, OSError):
-                pass
-        self.kill()
-        try:
-            os.unlink(self.log_path)
-        except OSError:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-# ----- child side ----------------------------------------------------------------------------
 
 def worker_main(conn, log_path):
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
@@ -153,8 +68,7 @@ def _load(state, m):
     # Importing torch._dynamo wraps torch.manual_seed: done before the snapshot, so that a solution
     # using torch.compile is not taken for one replacing torch's functions.
     importlib.import_module("torch._dynamo")
-    state["snapshot"] = integrity.tamper_snapshot(
-        [timing, integrity, compare, codec, sys.modules[__name__]])
+    state["snapshot"] = integrity.tamper_snapshot(harness_modules())
     reference = problem.kernelbench_view(problem.load_module(m["reference"], "harness_reference"))
     t0 = _perf_counter()
     try:
@@ -162,7 +76,7 @@ def _load(state, m):
     except Exception as e:
         raise RuntimeError(f"importing the solution failed: {type(e).__name__}: {e}") from e
     import_s = _perf_counter() - t0
-    model_new = problem.solution_class(solution, reference)
+    model_new = problem.solution_class(solution, reference)   # a GPU MODE submission: over its weights
     if model_new is None:
         raise RuntimeError(f"the solution {m['solution']} defines no class ModelNew")
     torch.manual_seed(m["seed"])
@@ -188,10 +102,6 @@ def _set_weights(state, m):
     return {"key_mismatch": None}
 
 
-def _rng_state(device):
-    return torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.get_rng_state()
-
-
 def _bitwise_equal(a, b) -> bool:
     if type(b) is not torch.Tensor or a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
         return False
@@ -201,7 +111,7 @@ def _bitwise_equal(a, b) -> bool:
 def _run(state, m):
     """One forward of the solution, with every check that must happen inside its process."""
     device, model = state["device"], state["model"]
-    pristine = [t.to(device) if isinstance(t, torch.Tensor) else t for t in m["inputs"]]
+    pristine = problem.to_device(m["inputs"], device)
     given = [t.clone() if isinstance(t, torch.Tensor) else t for t in pristine]
     if m.get("poison"):
         integrity.poison_allocator(device)
@@ -210,7 +120,7 @@ def _run(state, m):
     with torch.no_grad():
         out = model(*given)
     outputs = problem.flatten_outputs(out)
-    rng = _rng_state(device)
+    rng = noise.rng_state(device)
     metas = [compare.describe_tensor(o) for o in outputs]
     # Copied on the current stream only: work left on another stream is not waited for.
     values = [o.detach().to("cpu") if meta["type"] == "torch.Tensor" else None for o, meta in zip(outputs, metas)]
@@ -235,7 +145,7 @@ def _reference_decoy(state, m):
     """Run the reference here too, as a leaderboard would in one process, and keep its outputs
     alive: a solution returning them (or memory that held them) must still be caught."""
     device = state["device"]
-    inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in m["inputs"]]
+    inputs = problem.to_device(m["inputs"], device)
     torch.manual_seed(m["seed"])
     with torch.no_grad():
         state["decoy_outputs"] = [o for o in problem.flatten_outputs(state["decoy"](*inputs))
@@ -269,8 +179,7 @@ class _InputRefresher:
         """Make the next call a checkpoint: its seed and inputs are recorded, its output kept."""
         seed = self.seed * 1000 + len(self.checkpoints) + 1
         torch.manual_seed(seed)
-        self.pending = {"seed": seed, "inputs": [t.detach().to("cpu") if isinstance(t, torch.Tensor) else t
-                                                 for t in self.current]}
+        self.pending = {"seed": seed, "inputs": problem.to_device(self.current, "cpu")}
 
     def checkpoint_now(self):
         """Fresh values, and make the next call a checkpoint (for a run too short to reach one)."""
@@ -293,7 +202,7 @@ class _InputRefresher:
 
 def _time(state, m):
     device, model = state["device"], state["model"]
-    inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in m["inputs"]]
+    inputs = problem.to_device(m["inputs"], device)
     refresher = _InputRefresher(inputs, device, m["seed"], m["iters"], m.get("checkpoints", 4))
     calls = {"n": 0}
 
@@ -324,31 +233,26 @@ def _time(state, m):
 
 def _profile(state, m):
     """Kernels per forward (torch.profiler) and GPU-only time per forward (CUDA-graph replay where the
-    solution can be captured): see harness/profile.py."""
-    from harness import profile
-    return dict(profile.worker_profile(state, m), tampered=integrity.tampered(state["snapshot"]))
+    solution can be captured): profiling.measure on the solution's forward."""
+    device, model = state["device"], state["model"]
+    inputs = problem.to_device(m["inputs"], device)
+    return dict(profiling.measure(lambda: model(*inputs), device, m["calls"], m["replays"]),
+                tampered=integrity.tampered(state["snapshot"]))
 
 
 def _kernels(state, m):
     """Kernels launched by `calls` forwards (torch.profiler), for --strict: name, count, GPU µs."""
-    from harness import profile
     device, model = state["device"], state["model"]
-    inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in m["inputs"]]
+    inputs = problem.to_device(m["inputs"], device)
     with torch.no_grad():
-        kernels = profile.profile_kernels(lambda: model(*inputs), m["calls"], device)
+        kernels = profiling.profile_kernels(lambda: model(*inputs), m["calls"], device)
     return {"kernels": kernels, "tampered": integrity.tampered(state["snapshot"])}
 
 
-def _kernelbench_trial(state, m):
-    from harness import protocol
-    return protocol.worker_trial(state, m)
-
-
-def _kernelbench_time(state, m):
-    from harness import protocol
-    return protocol.worker_time(state, m)
+def _protocol(state, m):
+    """One step of another evaluator's procedure (harness/protocols.py), e.g. a KernelBench trial."""
+    return protocols.PROTOCOLS[m["protocol"]].WORKER_STEPS[m["step"]](state, m)
 
 
 _HANDLERS = {"load": _load, "set_weights": _set_weights, "run": _run, "reference_decoy": _reference_decoy,
-             "time": _time, "profile": _profile, "kernels": _kernels, "kernelbench_trial": _kernelbench_trial,
-             "kernelbench_time": _kernelbench_time}
+             "time": _time, "profile": _profile, "kernels": _kernels, "protocol": _protocol}

@@ -1,4 +1,8 @@
-"""Run `python -m harness` in a subprocess, as a user would, and read its --json verdict."""
+"""Running the harness in tests: in-process through the command line's entry point (cli.main, the same
+code `python -m harness` runs, minus starting Python and torch again), or as a real subprocess where
+that is what is tested. Either way the solution runs in the harness's spawned worker process."""
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -6,27 +10,62 @@ import sys
 import tempfile
 from types import SimpleNamespace
 
+from harness.cli import main
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOLUTIONS = os.path.join(REPO, "tests", "solutions")
-ADVERSARIAL = os.path.join(REPO, "tests", "adversarial")
+REFERENCE = os.path.join(REPO, "reference.py")
+CORRECT = os.path.join(REPO, "tests", "solutions", "correct")
+WRONG = os.path.join(REPO, "tests", "solutions", "wrong")
+EAGER_COPY = os.path.join(CORRECT, "eager_copy.py")
 
 
-def run_harness_process(*args, timeout=900):
-    """Returns returncode, verdict (dict or None), stdout and stderr as attributes."""
+def solution(name: str) -> str:
+    """The path of a test solution by file name, from correct/ or wrong/ (or the repository's own)."""
+    for folder in (CORRECT, WRONG, REPO):
+        if os.path.isfile(os.path.join(folder, name)):
+            return os.path.join(folder, name)
+    return name
+
+
+def _with_json(args, out_json):
+    args = list(args)
+    if "--reference" not in args:
+        args += ["--reference", REFERENCE]
+    return args + ["--json", out_json, "--quiet"]
+
+
+def _read_json(path):
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def run_cli(*args):
+    """cli.main(args + --json) in this process. Returns returncode, verdict (dict or None), stdout and
+    stderr as attributes."""
     with tempfile.TemporaryDirectory() as tmp:
         out_json = os.path.join(tmp, "verdict.json")
-        proc = subprocess.run([sys.executable, "-m", "harness", *args, "--json", out_json, "--quiet"],
-                              cwd=REPO, capture_output=True, text=True, timeout=timeout)
-        verdict = None
-        if os.path.exists(out_json):
-            with open(out_json) as f:
-                verdict = json.load(f)
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(_with_json(args, out_json))
+        verdict = _read_json(out_json)
+    return SimpleNamespace(returncode=code, verdict=verdict, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+def run_harness_process(*args, timeout=900, env=None):
+    """`python -m harness args --json FILE` in a subprocess, as a user would; the same attributes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out_json = os.path.join(tmp, "verdict.json")
+        proc = subprocess.run([sys.executable, "-m", "harness", *_with_json(args, out_json)],
+                              cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+        verdict = _read_json(out_json)
     return SimpleNamespace(returncode=proc.returncode, verdict=verdict, stdout=proc.stdout, stderr=proc.stderr)
 
 
-def run_harness(*args, timeout=900):
-    """Returns (exit code, verdict dict or None, combined output)."""
-    r = run_harness_process(*args, timeout=timeout)
+def run_harness(*args):
+    """In-process; returns (exit code, verdict dict or None, combined output)."""
+    r = run_cli(*args)
     return r.returncode, r.verdict, r.stdout + r.stderr
 
 

@@ -1,12 +1,15 @@
-"""Every defence is shown to fail something: one bad solution per exploit (tests/adversarial/), run
-through the harness as a user would (`python -m harness check|bench ... --json FILE`, a subprocess),
-must get the expected exit code and name the expected defence; the honest ones must pass.
+"""Every defence is shown to fire: each file in tests/solutions/wrong/ run through the harness's command
+line must get the expected exit code and name the expected defence; each in tests/solutions/correct/
+must pass. Cases run in-process through cli.main (the solution still runs in a worker process of its own, forked
+from the harness's forkserver); those marked `process` run `python -m harness` in a subprocess, as a
+user would: exit codes 0, 1 and 2 end to end, with workers forked (the default) or spawned.
 
 Exit codes: 0 pass, 1 incorrect (a defence named in verdict failures), 2 the solution could not be
 loaded, built or run (verdict['error']['kind']: error, crash, timeout), 3 usage. A case's `expect`
 holds alternatives: the verdict passes the case when any named defence contains any of them
-(errors are named 'error:<kind>'). The harness itself must never print a traceback.
-See tests/adversarial/README.md for what each defence catches and how.
+(errors are named 'error:<kind>'). The harness itself must never print a traceback. Each case runs
+the fewest shapes and trials that show its point. The GPU bench cases compare timings: they carry
+`gpu_timing` and run alone, one after another (`make test` runs them last; README says how).
 """
 import json
 import os
@@ -14,75 +17,84 @@ import os
 import pytest
 
 from harness import integrity, timing
-from tests.harness_run import all_failures, named_defences, run_harness_process
+from tests.harness_run import EAGER_COPY, all_failures, named_defences, run_cli, run_harness_process, solution
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ADVERSARIAL = os.path.join("tests", "adversarial")
-
-# check: two shapes (the default 128 and 7) so shape-specific exploits show; one trial unless the
-# defence needs a second (fresh weights per trial). bench: eager only, few calls.
-CHECK = ["check", "--trials", "1", "--batch-sizes", "7"]
+# check: the default shape, one trial; CHECK2 adds batch 7 where a defence needs a second shape (a
+# shape-specific exploit, or fresh weights: the first trial's weights are drawn under the seed the
+# solution was built with). bench: eager only, few calls.
+CHECK = ["check", "--trials", "1", "--batch-sizes="]
+CHECK2 = ["check", "--trials", "1", "--batch-sizes", "7"]
 BENCH = ["bench", "--iters", "20", "--warmup", "2", "--skip", "compile,compile-ro,graph,noop"]
 
 gpu = pytest.mark.gpu
+gpu_timing = pytest.mark.gpu_timing
 
 
-def case(file, command, exit_code, expect, device="cpu"):
-    solution = file if file.endswith(".py") else os.path.join(ADVERSARIAL, file + ".py")
+def case(file, command, exit_code, expect, device="cpu", process=False):
     expect = (expect,) if isinstance(expect, str) else tuple(expect)
-    name = "-".join([os.path.splitext(os.path.basename(solution))[0], command[0], device]
+    name = "-".join([os.path.splitext(os.path.basename(file))[0], command[0], device]
                     + (["strict"] if "--strict" in command else []) + ["|".join(expect) or "pass"])
-    return pytest.param(solution, list(command), device, exit_code, expect, id=name,
-                        marks=[gpu] if device == "cuda" else [])
+    marks = [gpu] if device == "cuda" else []
+    if device == "cuda" and command[0] == "bench":
+        marks.append(gpu_timing)
+    return pytest.param(solution(file), list(command), device, exit_code, expect, process, id=name, marks=marks)
 
 
-# (solution, command, exit code, defence named, run on the GPU too)
+# (solution file, command, exit code, defence named, run on the GPU too, run as `python -m harness` with
+# its workers started this way; False: in-process)
 ANY_DEVICE = [
-    ("mutates_input", CHECK, 1, "input mutation", True),
-    ("scales_input", CHECK, 1, "input mutation", False),
-    ("mutates_weights", CHECK, 1, "parameter mutation", False),
-    ("output_views_input", CHECK, 1, "aliasing", True),
-    ("steals_reference_outputs", CHECK, 1, "aliasing", True),
-    ("zero_noise", CHECK, 1, "noise", False),
-    ("own_generator", CHECK, 1, "noise", True),
-    ("extra_noise", CHECK, 1, "noise", True),
-    ("bf16", CHECK, 1, ("allclose", "precision"), True),
-    ("half_recon", CHECK, 1, "precision", True),
-    ("hardcoded_batch", CHECK, 1, "output type", False),
-    ("tensor_subclass", CHECK, 1, "output type", False),
-    ("weight_snapshot", CHECK, 1, "allclose", True),
-    ("returns_nan", CHECK, 1, "allclose", False),
-    ("returns_float64", CHECK, 1, "output type", False),
-    ("renamed_params", CHECK, 1, "parameters", False),
-    ("patches_timers", CHECK, 1, "tampering", False),
-    ("replays_previous", CHECK, 1, "noise", False),
-    ("pointer_cache", BENCH, 1, "caching/replay", True),
-    ("replays_previous", BENCH, 1, "caching/replay", True),
-    ("patches_timers_late", BENCH, 1, "tampering", True),
-    ("import_error", CHECK, 2, "error:error", False),
-    ("raises", CHECK, 2, "error:error", False),
-    ("segfault", CHECK, 2, "error:crash", False),
-    ("hangs", CHECK + ["--call-timeout", "3"], 2, "error:timeout", True),
-    ("tests/solutions/eager_copy.py", CHECK + ["--trials", "2"], 0, (), True),
-    ("honest_reordered", CHECK + ["--trials", "2"], 0, (), True),
-    ("honest_reordered", BENCH, 0, (), True),
+    ("mutates_input.py", CHECK, 1, "input mutation", True, False),
+    ("scales_input.py", CHECK, 1, "input mutation", False, False),
+    ("mutates_weights.py", CHECK, 1, "parameter mutation", False, "forkserver"),
+    ("output_views_input.py", CHECK, 1, "aliasing", True, False),
+    ("steals_reference_outputs.py", CHECK, 1, "aliasing", True, False),
+    ("zero_noise.py", CHECK, 1, "noise", False, False),
+    ("own_generator.py", CHECK, 1, "noise", True, False),
+    ("extra_noise.py", CHECK, 1, "noise", True, False),
+    ("bf16.py", CHECK, 1, ("allclose", "precision"), True, False),
+    ("half_recon.py", CHECK, 1, "precision", True, False),
+    ("hardcoded_batch.py", CHECK2, 1, "output type", False, False),
+    ("tensor_subclass.py", CHECK, 1, "output type", False, False),
+    ("weight_snapshot.py", CHECK2, 1, "allclose", True, False),
+    ("returns_nan.py", CHECK, 1, "allclose", False, False),
+    ("returns_float64.py", CHECK, 1, "output type", False, False),
+    ("renamed_params.py", CHECK, 1, "parameters", False, False),
+    ("patches_timers.py", CHECK, 1, "tampering", False, False),
+    ("patches_harness.py", CHECK, 1, "tampering", True, False),
+    ("replays_previous.py", CHECK, 1, "noise", False, False),
+    ("pointer_cache.py", BENCH, 1, "caching/replay", True, False),
+    ("replays_previous.py", BENCH, 1, "caching/replay", True, False),
+    ("patches_timers_late.py", BENCH, 1, "tampering", True, False),
+    ("import_error.py", CHECK, 2, "error:error", False, "spawn"),
+    ("raises.py", CHECK, 2, "error:error", False, False),
+    ("segfault.py", CHECK, 2, "error:crash", False, False),
+    ("hangs.py", CHECK + ["--call-timeout", "3"], 2, "error:timeout", True, False),
+    ("eager_copy.py", CHECK2 + ["--trials", "2"], 0, (), True, "spawn"),
+    ("honest_reordered.py", CHECK2 + ["--trials", "2"], 0, (), True, False),
+    ("honest_reordered.py", BENCH, 0, (), True, False),
 ]
 GPU_ONLY = [
-    ("empty_outputs", CHECK, 1, "allclose"),
-    ("stale_empty", CHECK, 1, "allclose"),
-    ("honest_compiled", CHECK + ["--trials", "2", "--call-timeout", "600"], 0, ()),
-    ("honest_compiled", CHECK + ["--strict", "--call-timeout", "600"], 1, "strict"),
-    ("tests/solutions/eager_copy.py", CHECK + ["--strict"], 1, "strict"),
-    ("solution.py", CHECK + ["--trials", "2", "--strict"], 0, ()),
+    ("empty_outputs.py", CHECK, 1, "allclose"),
+    ("stale_empty.py", CHECK, 1, "allclose"),
+    ("honest_compiled.py", CHECK2 + ["--trials", "2", "--call-timeout", "600"], 0, ()),
+    ("honest_compiled.py", CHECK + ["--strict", "--call-timeout", "600"], 1, "strict"),
+    ("eager_copy.py", CHECK + ["--strict"], 1, "strict"),
+    ("solution.py", CHECK2 + ["--trials", "2", "--strict"], 0, ()),
     ("solution.py", BENCH + ["--strict", "--iters", "100"], 0, ()),
 ]
-CASES = ([case(f, c, code, e) for f, c, code, e, _ in ANY_DEVICE]
-         + [case(f, c, code, e, device="cuda") for f, c, code, e, on_gpu in ANY_DEVICE if on_gpu]
+CASES = ([case(f, c, code, e, process=p) for f, c, code, e, _, p in ANY_DEVICE]
+         + [case(f, c, code, e, device="cuda", process=p) for f, c, code, e, on_gpu, p in ANY_DEVICE if on_gpu]
          + [case(f, c, code, e, device="cuda") for f, c, code, e in GPU_ONLY])
 
 
-def run_harness(solution, command, device, _tmp_path=None):
-    r = run_harness_process(*command, "--device", device, "--solution", solution)
+def run_harness(solution, command, device, process=False):
+    """In-process (workers forked from this process's forkserver), or `python -m harness` with workers
+    started the way `process` names (forkserver, started before the CLI imports torch, or spawn)."""
+    args = (*command, "--device", device, "--solution", solution)
+    if process:
+        r = run_harness_process(*args, env=dict(os.environ, HARNESS_WORKER_START=process))
+    else:
+        r = run_cli(*args)
     return r, r.verdict
 
 
@@ -102,9 +114,9 @@ def log_case(solution, command, device, proc, verdict):
         f.write(json.dumps(line) + "\n")
 
 
-@pytest.mark.parametrize("solution, command, device, exit_code, expect", CASES)
-def test_harness_verdict(solution, command, device, exit_code, expect, tmp_path):
-    proc, verdict = run_harness(solution, command, device, tmp_path)
+@pytest.mark.parametrize("solution, command, device, exit_code, expect, process", CASES)
+def test_harness_verdict(solution, command, device, exit_code, expect, process):
+    proc, verdict = run_harness(solution, command, device, process)
     log_case(solution, command, device, proc, verdict)
     shown = f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr, shown
@@ -118,13 +130,14 @@ def test_harness_verdict(solution, command, device, exit_code, expect, tmp_path)
 
 
 @gpu
-def test_side_stream_is_caught_or_timed_in_full(tmp_path):
+@gpu_timing
+def test_side_stream_is_caught_or_timed_in_full():
     """The exploit hides its work from the caller's stream. Usually the events then miss it and the
     side-stream rule fires. On the H200 it sometimes did not hide anything: the end event waited for
     the side stream's work (event median 1313 µs against 1134 µs per call back to back), so the timing
     was honest and nothing fired. Either outcome is correct; a fast time with the work hidden is not."""
     command = BENCH + ["--iters", "50"]
-    proc, verdict = run_harness(os.path.join(ADVERSARIAL, "side_stream.py"), command, "cuda", tmp_path)
+    proc, verdict = run_harness(solution("side_stream.py"), command, "cuda")
     log_case("side_stream.py", command, "cuda", proc, verdict)
     shown = proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and proc.returncode in (0, 1), shown
@@ -136,24 +149,24 @@ def test_side_stream_is_caught_or_timed_in_full(tmp_path):
 
 
 @gpu
-def test_device_assert_is_reported_not_raised(tmp_path):
+def test_device_assert_is_reported_not_raised():
     """A device-side assert poisons the worker's CUDA context; the harness survives and says so."""
-    proc, verdict = run_harness(os.path.join(ADVERSARIAL, "device_assert.py"), CHECK, "cuda", tmp_path)
+    proc, verdict = run_harness(solution("device_assert.py"), CHECK, "cuda")
     log_case("device_assert.py", CHECK, "cuda", proc, verdict)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
     assert verdict["error"]["kind"] in ("error", "crash")
     assert "assert" in verdict["error"]["message"] + verdict["error"]["detail"]
 
 
-def test_strict_on_cpu_is_a_usage_error(tmp_path):
+def test_strict_on_cpu_is_a_usage_error():
     for command in (CHECK, BENCH):
-        proc, verdict = run_harness("tests/solutions/eager_copy.py", command + ["--strict"], "cpu", tmp_path)
+        proc, verdict = run_harness(EAGER_COPY, command + ["--strict"], "cpu")
         assert proc.returncode == 3 and verdict is None
         assert "--strict needs CUDA" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_static_scan_failures_are_named_and_printed_with_lines(tmp_path):
-    proc, verdict = run_harness(os.path.join(ADVERSARIAL, "patches_timers.py"), CHECK, "cpu", tmp_path)
+def test_static_scan_failures_are_named_and_printed_with_lines():
+    proc, verdict = run_harness(solution("patches_timers.py"), CHECK, "cpu")
     scan_failures = [f["message"] for f in verdict["failures"] if f["defence"] == "static scan"]
     assert scan_failures == ["line 12: monkey-patches time.perf_counter",
                              "line 13: monkey-patches torch.cuda.Event.elapsed_time"]
@@ -161,7 +174,7 @@ def test_static_scan_failures_are_named_and_printed_with_lines(tmp_path):
 
 
 def test_static_scan_warns_about_reaching_into_the_process():
-    with open(os.path.join(REPO, ADVERSARIAL, "steals_reference_outputs.py")) as f:
+    with open(solution("steals_reference_outputs.py")) as f:
         findings = integrity.scan_source(f.read())
     assert {"line": 13, "severity": "warning", "message": "reaches into the process (gc, frames, sys.modules "
             "or ctypes): it could find the harness's state"} in findings
@@ -223,7 +236,7 @@ def test_static_scan_patch_versus_setting(line, severity):
     (4.0, 20.0, 18.0, False),      # honest single kernel: the synchronize costs what it costs idle
     (5.0, 150.0, 140.0, False),    # honest eager forward, launch bound
     (35.0, 8.0, 40.0, True),       # 40 µs kernel on a side stream behind an 8 µs launch
-    (900.0, 150.0, 1000.0, True),  # tests/adversarial/side_stream.py
+    (900.0, 150.0, 1000.0, True),  # tests/solutions/wrong/side_stream.py
     (4.0, 10.0, 200.0, True),      # hidden work only seen back to back
 ])
 def test_side_stream_rule(leftover_us, event_us, back_to_back_us, suspect):

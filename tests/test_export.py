@@ -439,14 +439,14 @@ def test_harness_check_runs_a_gpumode_pair_with_the_gpumode_protocol(small_gpumo
             "--protocol", "gpumode", "--quiet"]
     assert cli.main(args + ["--solution", os.path.join(small_gpumode_dir, "eager.py")]) == 0
     out = capsys.readouterr().out
-    assert "GPU MODE test" in out and "PASS 2/2 cases" in out
+    assert "test mode" in out and "PASS 2/2 cases" in out
     assert cli.main(args + ["--solution", os.path.join(small_gpumode_dir, "perturbed.py")]) == 1
     out = capsys.readouterr().out
     assert "FAIL 0/2 cases" in out and "recon_loss" in out
 
 
 def test_gpumode_protocol_needs_a_task_yml(capsys):
-    code = cli.main(["check", "--device", "cpu", "--solution", os.path.join(REPO, "tests", "solutions", "eager_copy.py"),
+    code = cli.main(["check", "--device", "cpu", "--solution", os.path.join(REPO, "tests", "solutions", "correct", "eager_copy.py"),
                      "--protocol", "gpumode"])
     assert code == 3 and "task.yml" in capsys.readouterr().err
 

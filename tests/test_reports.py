@@ -3,19 +3,15 @@ line and the KernelBench protocol. CPU only; sweep data is built directly where 
 import argparse
 import io
 import json
-import os
 import sys
 import types
 
 import pytest
 import torch
 
-from harness import EXIT_USAGE, UsageError, profile, protocol, report, sweep
-from harness.cli import main
-from tests.harness_run import REPO, SOLUTIONS
-
-EAGER_COPY = os.path.join(SOLUTIONS, "eager_copy.py")
-REFERENCE = os.path.join(REPO, "reference.py")
+from harness import EXIT_USAGE, cli, kernelbench, profile, profiling, report, sweep
+from harness.cli import build_parser, main
+from tests.harness_run import EAGER_COPY
 
 
 def fake_sweep(values=(1, 7, 127, 129, 1000)) -> dict:
@@ -41,13 +37,13 @@ def fake_sweep(values=(1, 7, 127, 129, 1000)) -> dict:
     (" batch_size = 1, 1000 ,", ("batch_size", (1, 1000))),
 ])
 def test_parse_sweep(text, expected):
-    assert sweep.parse_sweep(text) == expected
+    assert cli.parse_sweep(text) == expected
 
 
 @pytest.mark.parametrize("text", ["batch_size", "batch_size=", "batch_size=1,x", "batch_size=0,2", "1a=3"])
 def test_parse_sweep_rejects(text):
     with pytest.raises(argparse.ArgumentTypeError):
-        sweep.parse_sweep(text)
+        cli.parse_sweep(text)
 
 
 @pytest.mark.parametrize("estimate_us, max_iters, budget_s, expected", [
@@ -75,7 +71,7 @@ def test_sweep_rows_speedups():
 
 def test_sweep_text_table_rows_and_values():
     data = fake_sweep()
-    text = sweep.format_sweep(data, 0)
+    text = report.format_sweep(data, 0)
     lines = text.splitlines()
     header = next(line for line in lines if line.startswith("batch_size"))
     for label in ("solution us", "reference eager us", "torch.compile (reduce-overhead) us", "no-op load_inline",
@@ -91,7 +87,7 @@ def test_sweep_text_table_rows_and_values():
 
 def test_sweep_markdown_table_lines():
     data = fake_sweep(values=(1, 7))
-    md = sweep.markdown_table(data).splitlines()
+    md = report.markdown_table(data).splitlines()
     assert md[0].startswith("| batch_size | solution µs | reference eager µs |")
     assert md[1] == "|" + "---:|" * (len(md[0].split("|")) - 3) + ":---|"
     assert md[2] == ("| 1 | 5.0 | 40.0 | 60.0 | 12.0 | 9.0 | 2.5 | 7.99x | 2.40x | 200 | pass |")
@@ -101,15 +97,15 @@ def test_sweep_markdown_table_lines():
 
 def test_sweep_says_how_rows_were_timed():
     data = fake_sweep(values=(1, 7))
-    assert "round(s)" not in sweep.format_sweep(data, 0)          # rows without the fields: nothing claimed
+    assert "round(s)" not in report.format_sweep(data, 0)          # rows without the fields: nothing claimed
     for row in data["rows"]:
         row["rounds"], row["cpu"] = 5, 15
     expected = "; timed in 5 round(s) alternating the solution and the references; " \
                "the harness and the solution both timed from CPU 15"
-    assert expected in sweep.format_sweep(data, 0)
-    assert expected + "." in sweep.markdown_report(data)
+    assert expected in report.format_sweep(data, 0)
+    assert expected + "." in report.markdown_report(data)
     data["rows"][1]["rounds"], data["rows"][1]["cpu"] = 3, None  # few calls at a big size; CPU not pinned
-    assert "timed in 3/5 round(s)" in sweep.format_sweep(data, 0)
+    assert "timed in 3/5 round(s)" in report.format_sweep(data, 0)
 
 
 def test_bench_method_line_names_rounds_and_pinned_cpu():
@@ -126,7 +122,7 @@ def test_sweep_failure_and_error_rows_are_named():
     data = fake_sweep(values=(1, 7, 127))
     data["rows"][1]["failures"] = [{"defence": "allclose", "message": "output 0: 3 of 7 elements differ"}]
     data["rows"][2]["error"] = {"kind": "crash", "message": "the solution's process died (signal 11)"}
-    text = sweep.format_sweep(data, 2)
+    text = report.format_sweep(data, 2)
     assert "FAIL [allclose]" in text and "batch_size=7: FAIL [allclose] output 0: 3 of 7 elements differ" in text
     assert "batch_size=127: ERROR (crash)" in text
     assert text.rstrip().endswith("exit 2")
@@ -135,7 +131,7 @@ def test_sweep_failure_and_error_rows_are_named():
 def test_sweep_json_and_markdown_files(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)    # the files must not depend on the plot
     data = fake_sweep()
-    files = sweep.write_outputs(data, str(tmp_path))
+    files = report.write_sweep_files(data, str(tmp_path))
     assert files["json"] == str(tmp_path / "sweep_batch_size.json")
     saved = json.loads((tmp_path / "sweep_batch_size.json").read_text())
     assert saved["parameter"] == "batch_size" and saved["values"] == [1, 7, 127, 129, 1000]
@@ -154,10 +150,10 @@ def test_no_matplotlib_message(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)     # `import matplotlib` now raises ImportError
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     data = fake_sweep()
-    files = sweep.write_outputs(data, str(tmp_path))
+    files = report.write_sweep_files(data, str(tmp_path))
     assert files["png"] is None and not (tmp_path / "sweep_batch_size.png").exists()
     assert "pip install matplotlib" in data["plot_note"]
-    text = sweep.format_sweep(data, 0)
+    text = report.format_sweep(data, 0)
     assert "pip install matplotlib" in text and f"wrote {files['md']}" in text
 
 
@@ -165,10 +161,10 @@ def test_plot_lines_labels_and_scales():
     pytest.importorskip("matplotlib")
     import matplotlib.pyplot as plt
     data = fake_sweep()
-    fig = sweep.make_figure(data)
+    fig = report.make_figure(data)
     ax = fig.axes[0]
     lines = ax.get_lines()
-    assert [line.get_label() for line in lines] == [sweep.PLOT_LABELS[k] for k in sweep.PLOT_KINDS]
+    assert [line.get_label() for line in lines] == [report.PLOT_LABELS[k] for k in report.PLOT_KINDS]
     by_label = {line.get_label(): line for line in lines}
     sol = by_label["solution"]
     assert list(sol.get_xdata()) == [1, 7, 127, 129, 1000]
@@ -182,7 +178,7 @@ def test_plot_png_has_size_and_ink(tmp_path):
     pytest.importorskip("matplotlib")
     import matplotlib.image
     data = fake_sweep()
-    files = sweep.write_outputs(data, str(tmp_path))
+    files = report.write_sweep_files(data, str(tmp_path))
     assert files["png"] == str(tmp_path / "sweep_batch_size.png") and data["plot_note"] == ""
     pixels = matplotlib.image.imread(files["png"])
     assert pixels.shape[:2] == (600, 960)                  # 8 x 5 in at 120 dpi
@@ -197,7 +193,7 @@ def test_plot_skips_implementations_without_times():
     for row in data["rows"]:
         for kind in ("compile-ro", "graph", "noop"):
             row["median_us"].pop(kind)
-    fig = sweep.make_figure(data)
+    fig = report.make_figure(data)
     assert [line.get_label() for line in fig.axes[0].get_lines()] == ["solution", "reference eager"]
     plt.close(fig)
 
@@ -254,7 +250,6 @@ def test_sweep_unknown_size_is_a_usage_error(tmp_path, capsys):
 def test_sweep_interrupted_keeps_the_values_done(tmp_path):
     """Ctrl-C during the second value: the first value's row is kept, in the data and in the JSON
     written after it; the exit code says interrupted and the table says where it stopped."""
-    from harness.cli import build_parser
     args = build_parser().parse_args(["bench", "--device", "cpu", "--solution", EAGER_COPY, "--sweep",
                                       "batch_size=1,7", "--iters", "2", "--warmup", "1", "--out-dir", str(tmp_path)])
 
@@ -262,18 +257,17 @@ def test_sweep_interrupted_keeps_the_values_done(tmp_path):
         if text and text.startswith("sweep 2/2") and "timing" in text:
             raise KeyboardInterrupt
 
-    data, code = sweep.run_sweep(args, progress=progress)
+    data, code = sweep.run_sweep(args, progress=progress, on_row=lambda d: report.save_sweep_rows(d, str(tmp_path)))
     assert code == 130 and [row["value"] for row in data["rows"]] == [1]
     assert data["interrupted"] == "interrupted (Ctrl-C) after 1 of 2 values"
     with open(tmp_path / "sweep_batch_size.json") as f:
         assert [row["value"] for row in json.load(f)["rows"]] == [1]
-    text = sweep.format_sweep(data, code)
+    text = report.format_sweep(data, code)
     assert "after 1 of 2 values; the rows above are complete" in text and text.endswith("INTERRUPTED: exit 130")
 
 
 def test_sweep_progress_lines(tmp_path):
     seen = []
-    from harness.cli import build_parser
     args = build_parser().parse_args(["bench", "--device", "cpu", "--solution", EAGER_COPY, "--sweep",
                                       "batch_size=1,7", "--iters", "2", "--warmup", "1", "--out-dir", str(tmp_path)])
     data, code = sweep.run_sweep(args, progress=seen.append)
@@ -317,7 +311,7 @@ def _event(name, us, device="CUDA"):
 def test_summarize_kernels_counts_per_forward():
     events = [_event("void vae_kernel<16>(float const*)", 9.0), _event("void vae_kernel<16>(float const*)", 11.0),
               _event("Memset (Device)", 0.5), _event("aten::addmm", 123.0, device="CPU")]
-    rows = profile.summarize_kernels(events, calls=2)
+    rows = profiling.summarize_kernels(events, calls=2)
     assert [r["name"] for r in rows] == ["void vae_kernel<16>(float const*)", "Memset (Device)"]
     assert rows[0]["per_forward"] == 1.0 and rows[0]["gpu_us_per_forward"] == pytest.approx(10.0)
     assert rows[1]["per_forward"] == 0.5 and rows[1]["gpu_us_per_forward"] == pytest.approx(0.25)
@@ -339,8 +333,7 @@ def _profile_verdict():
     eager = [{"name": f"void gemm_kernel_{i}(float const*)", "count": 20, "gpu_us": 40.0 * (i + 1),
               "per_forward": 1.0, "gpu_us_per_forward": 2.0 * (i + 1)} for i in range(3)]
     ceilings = {"bandwidth_bytes_per_s": 4.0e12, "peak_flop_per_s": 7.5e14, "l2_bytes": 60 << 20}
-    from harness import bench
-    floor = bench.roofline_floor_us(53.6e6, 1.23e6, ceilings, flush_l2=False)
+    floor = profiling.roofline_floor_us(53.6e6, 1.23e6, ceilings, flush_l2=False)
     v = {"command": "profile", "solution": "solution.py", "reference": "reference.py",
          "shape": "batch_size=128 (default)", "calls": 20, "failures": [],
          "environment": {"gpu": "NVIDIA H200", "torch": "2.14.1", "device": "cuda"},
@@ -351,12 +344,12 @@ def _profile_verdict():
                        "gpu_us": 12.0, "gpu_us_source": "sum of profiled kernel times"}},
          "roofline": dict(floor, **ceilings), "ncu_command": ""}
     for m in v["profiles"].values():
-        m["achieved"] = profile.achieved(m["gpu_us"], 53.6e6, 1.23e6, ceilings, floor["floor_us"])
+        m["achieved"] = profiling.achieved(m["gpu_us"], 53.6e6, 1.23e6, ceilings, floor["floor_us"])
     return v
 
 
 def test_format_profile_content():
-    text = profile.format_profile(_profile_verdict(), 0)
+    text = report.format_profile(_profile_verdict(), 0)
     assert text.splitlines()[0].startswith("profile: solution.py on NVIDIA H200, batch_size=128 (default)")
     assert "solution: 1 kernel launch per forward (1 distinct)" in text
     assert "reference eager: 3 kernel launches per forward (3 distinct)" in text
@@ -378,7 +371,7 @@ def test_ncu_command_when_on_path(monkeypatch):
     assert cmd.startswith("ncu --clock-control none --target-processes all -k regex:vae_forward_kernel ")
     assert cmd.endswith("--solution solution.py --reference reference.py --batch-size 4096")
     v["ncu_command"] = cmd
-    assert cmd in profile.format_profile(v, 0)
+    assert cmd in report.format_profile(v, 0)
 
 
 def test_profile_needs_a_gpu(capsys):
@@ -392,32 +385,32 @@ def test_profile_needs_a_gpu(capsys):
 def test_trial_seeds_follow_kernelbench():
     torch.manual_seed(42)
     expected = [torch.randint(0, 2 ** 32 - 1, (1,)).item() for _ in range(5)]
-    assert protocol.trial_seeds(42) == expected and len(set(expected)) == 5
+    assert kernelbench.trial_seeds(42) == expected and len(set(expected)) == 5
 
 
 def test_literal_compare_as_written():
     a = torch.linspace(-1.0, 1.0, 7)
-    assert protocol.literal_compare(a, a.clone(), 1e-4) == ("pass", "")
-    status, message = protocol.literal_compare(a, a + 1e-3, 1e-4)
+    assert kernelbench.literal_compare(a, a.clone(), 1e-4) == ("pass", "")
+    status, message = kernelbench.literal_compare(a, a + 1e-3, 1e-4)
     assert status == "fail" and "Output mismatch" in message
-    status, message = protocol.literal_compare(a, a[:5], 1e-4)
+    status, message = kernelbench.literal_compare(a, a[:5], 1e-4)
     assert status == "fail" and "shape mismatch" in message
-    status, message = protocol.literal_compare((a, a), (a, a), 1e-4)
+    status, message = kernelbench.literal_compare((a, a), (a, a), 1e-4)
     assert status == "runtime_error" and "'tuple' object has no attribute 'shape'" in message
 
 
 def test_per_output_compare_names_the_output():
     a, b = torch.linspace(0.1, 2.0, 127), torch.linspace(-3.0, 3.0, 127)
-    assert protocol.per_output_compare([a, b], (a.clone(), b.clone()), 1e-4)["ok"]
-    r = protocol.per_output_compare([a, b], (a.clone(), b + 0.5), 1e-4)
+    assert kernelbench.per_output_compare([a, b], (a.clone(), b.clone()), 1e-4)["ok"]
+    r = kernelbench.per_output_compare([a, b], (a.clone(), b + 0.5), 1e-4)
     assert not r["ok"] and r["message"].startswith("output 1: max abs diff 5.000e-01")
-    assert not protocol.per_output_compare([a, b], (a,), 1e-4)["ok"]
+    assert not kernelbench.per_output_compare([a, b], (a,), 1e-4)["ok"]
 
 
 def test_kernelbench_timing_loop_counts_calls():
     calls = []
-    times = protocol.kernelbench_time_ms(lambda: calls.append(1), torch.device("cpu"), num_trials=7)
-    assert len(times) == 7 and len(calls) == protocol.NUM_WARMUP + protocol.DISCARD_FIRST + 7
+    times = kernelbench.kernelbench_time_ms(lambda: calls.append(1), torch.device("cpu"), num_trials=7)
+    assert len(times) == 7 and len(calls) == kernelbench.NUM_WARMUP + kernelbench.DISCARD_FIRST + 7
     assert all(t >= 0 for t in times)
 
 
@@ -425,7 +418,7 @@ def test_kernelbench_protocol_on_a_correct_solution(capsys):
     """The reference's own code as ModelNew: correct by this harness; KernelBench's check raises on the
     tuple, and applied per output it fails on noise alone (seeding again before ModelNew fixes it)."""
     code = main(["check", "--device", "cpu", "--solution", EAGER_COPY, "--protocol", "kernelbench",
-                 "--trials", "1", "--batch-sizes", "7", "--quiet"])
+                 "--trials", "1", "--batch-sizes=", "--quiet"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "FAIL (runtime error in its check, trial 1: AttributeError: 'tuple' object has no attribute 'shape')" in out
@@ -436,7 +429,7 @@ def test_kernelbench_protocol_on_a_correct_solution(capsys):
 
 
 def test_kernelbench_protocol_bench_speedup(monkeypatch, tmp_path):
-    monkeypatch.setattr(protocol, "NUM_PERF_TRIALS", 5)
+    monkeypatch.setattr(kernelbench, "NUM_PERF_TRIALS", 5)
     out_json = tmp_path / "v.json"
     code = main(["bench", "--device", "cpu", "--solution", EAGER_COPY, "--protocol", "kernelbench",
                  "--iters", "3", "--warmup", "1", "--batch-size", "16", "--json", str(out_json), "--quiet"])
@@ -449,7 +442,6 @@ def test_kernelbench_protocol_bench_speedup(monkeypatch, tmp_path):
 
 
 def test_verdict_table_keeps_the_last_run_of_a_case_and_escapes_pipes():
-    import json
     from tools.verdict_table import rows, table
     first = {"solution": "side_stream.py", "command": "bench", "device": "cuda", "strict": False, "exit_code": 0,
              "defences": [], "reasons": []}
@@ -464,3 +456,14 @@ def test_verdict_table_keeps_the_last_run_of_a_case_and_escapes_pipes():
                         "strict: no custom kernel ran |")
     assert lines[3] == ("| side_stream.py | bench | cuda | 1 | FAIL (incorrect) | side stream | "
                         "side stream: waited 689.7 µs \\| idle 7.2 µs |")
+
+
+def test_every_report_shows_the_solutions_error_and_its_last_lines():
+    detail = "\n".join(f"  File \"solution.py\", line {i}" for i in range(1, 31))
+    error = {"kind": "crash", "message": "the solution's process died (signal 11)", "detail": detail}
+    shown = report.error_lines({"error": error})
+    assert shown[1] == "ERROR (crash): the solution's process died (signal 11)"
+    assert len(shown) == 2 + report.ERROR_DETAIL_LINES and shown[-1].endswith("line 30")
+    assert report.error_lines({}) == []
+    profile_verdict = {"solution": "s.py", "environment": {}, "shape": "batch_size=7", "calls": 3, "error": error}
+    assert report.format_profile(profile_verdict, 2).endswith("line 30\n\nERROR: exit 2")

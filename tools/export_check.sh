@@ -44,11 +44,11 @@ for spec in "$@"; do
     speed)    run_stage speed "$limit" "^slowest" python3 tools/export_speed.py --kernelbench "$KB" --gpumode "$GM" ;;
     kb-check) run_stage kb-check "$limit" "^(PASS|FAIL|ERROR)|^correctness" python3 -m harness check \
                 --solution "$KB/solution.py" --reference "$KB/reference.py" --batch-sizes "$SIZES" --protocol kernelbench ;;
-    gm-check) run_stage gm-check "$limit" "^(PASS|FAIL|ERROR)|^GPU MODE test" python3 -m harness check \
+    gm-check) run_stage gm-check "$limit" "^(PASS|FAIL|ERROR)|^test mode" python3 -m harness check \
                 --solution "$GM/submission.py" --reference "$GM/reference.py" --batch-sizes "$SIZES" --protocol gpumode ;;
     kb-bench) run_stage kb-bench "$limit" "^(PASS|FAIL|ERROR)|^speedup|^solution time" python3 -m harness bench \
                 --solution "$KB/solution.py" --reference "$KB/reference.py" --skip compile,compile-ro --protocol kernelbench ;;
-    gm-bench) run_stage gm-bench "$limit" "^(PASS|FAIL|ERROR)|^GPU MODE (test|benchmark|leaderboard|score)" \
+    gm-bench) run_stage gm-bench "$limit" "^(PASS|FAIL|ERROR)|^(test|benchmark|leaderboard) mode|^score" \
                 python3 -m harness bench --solution "$GM/submission.py" --reference "$GM/reference.py" \
                 --skip compile,compile-ro --protocol gpumode ;;
     pytest)   run_stage pytest "$limit" "passed|failed" python3 -m pytest -q -rs tests/test_export.py ;;

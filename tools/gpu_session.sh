@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # One device call: run the named stages in order, each under its own time limit, logs under $OUT,
-# a summary table last. Stages: test gpu-tests all-tests timing-tests copy solution-tests check bench
-# make-check make-bench sweep profile protocol adversarial-gpu.
-# The full suite run sequentially (`test`) overran 9.5 min on the H200 (each harness subprocess starts
-# Python and torch there in several seconds). `all-tests` builds solution.py once, then runs the whole
-# suite 8 at a time (pytest-xdist is installed there) except the GPU bench cases, whose side-stream rule
-# compares timings and wants a quiet machine: `timing-tests` runs those alone, one after another.
-# Both log every adversarial case to $OUT/cases.jsonl; the summary ends with the case -> verdict table.
-# Example: tools/gpu_session.sh all-tests:420 timing-tests:150
+# a summary table last. Stages: make-test build all-tests timing-tests strict-tests solution-tests
+# adversarial-gpu make-check make-bench check bench copy sweep profile protocol.
+# `make-test` is what a newcomer runs (goal: <= 5 min on the H200). `all-tests` is its first half with
+# the build first and 8 processes: the whole suite in parallel (pytest.ini's addopts) except the
+# `gpu_timing` cases, whose verdicts compare timings and want a quiet machine: `timing-tests` runs
+# those alone, one after another (make test's second half). Both log every adversarial case to
+# $OUT/cases.jsonl; the summary ends with the case -> verdict table.
+# `make-check` is timed twice when named twice: the first builds solution.py unless it is cached.
+# Example: tools/gpu_session.sh build make-check:120 make-check:60 make-test:420
 set -uo pipefail
 OUT="${OUT:-/tmp/gpu_out}"; mkdir -p "$OUT" results
 export PYTHONUNBUFFERED=1 ADVERSARIAL_LOG="$OUT/cases.jsonl"
-TIMING='(bench and cuda) or side_stream_is'  # the adversarial bench cases on the GPU
 declare -a SUMMARY
 run_stage() {  # name, limit_s, command...
   local name=$1 limit=$2; shift 2
@@ -25,12 +25,12 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
 for spec in "$@"; do
   stage=${spec%%:*}; limit=${spec#*:}; [ "$limit" = "$spec" ] && limit=600
   case "$stage" in
-    test)     run_stage test "$limit" python3 -m pytest -q -rs --durations=12 ;;
+    make-test) run_stage make-test "$limit" make test ;;
     all-tests) run_stage gpu-build 200 python3 -c "import solution"
-              run_stage all-tests "$limit" python3 -m pytest -q -rs -n 8 -k "not ($TIMING)" tests ;;
-    timing-tests) run_stage timing-tests "$limit" python3 -m pytest -q -rs tests/test_adversarial.py -k "$TIMING" ;;
+              run_stage all-tests "$limit" python3 -m pytest -q -rs -n 8 --durations=12 tests ;;
+    timing-tests) run_stage timing-tests "$limit" python3 -m pytest -q -rs -m gpu_timing -n 0 --durations=12 tests ;;
     build)    run_stage build "$limit" python3 -c "import solution" ;;
-    strict-tests) run_stage strict-tests "$limit" python3 -m pytest -q -rs -n 4 tests/test_adversarial.py -k "strict and cuda and not ($TIMING)" ;;
+    strict-tests) run_stage strict-tests "$limit" python3 -m pytest -q -rs -n 4 tests/test_adversarial.py -k "strict and cuda" ;;
     make-check) run_stage make-check "$limit" make check ;;
     make-bench) run_stage make-bench "$limit" make bench ;;
     solution-tests) run_stage solution-tests "$limit" python3 -m pytest -q -rs tests/test_solution.py ;;
@@ -40,10 +40,10 @@ for spec in "$@"; do
                 --sweep batch_size=1,32,128,1024,4096,16384,65536 ;;
     profile)  run_stage profile "$limit" python3 -m harness profile --json results/profile.json ;;
     protocol) run_stage protocol "$limit" python3 -m harness check --protocol kernelbench --trials 5 --batch-sizes 128 ;;
-    adversarial-gpu) run_stage adversarial-gpu "$limit" python3 -m pytest -q -rs tests/test_adversarial.py \
-                -k "empty_outputs or stale_empty or side_stream or device_assert" ;;
-    copy)     run_stage copy-check "$limit" python3 -m harness check --solution tests/solutions/eager_copy.py
-              run_stage copy-bench "$limit" python3 -m harness bench --solution tests/solutions/eager_copy.py \
+    adversarial-gpu) run_stage adversarial-gpu "$limit" python3 -m pytest -q -rs -m gpu -n 0 tests/test_adversarial.py \
+                -k "empty_outputs or stale_empty or side_stream or device_assert or patches_harness" ;;
+    copy)     run_stage copy-check "$limit" python3 -m harness check --solution tests/solutions/correct/eager_copy.py
+              run_stage copy-bench "$limit" python3 -m harness bench --solution tests/solutions/correct/eager_copy.py \
                 --skip compile,compile-ro ;;
     *) echo "unknown stage $stage" ;;
   esac
