@@ -247,8 +247,9 @@ def test_gpumode_ref_kernel_equals_reference_with_its_weights_and_noise(exported
     computes what ref_kernel computes. Rule: equal to 1e-6 relative per output (float32; F.linear and
     nn.Linear are the same operation, so only rounding could separate them)."""
     ref = gpumode_reference(exported, "gm_ref")
+    x, eps, w = data = ref.generate_input(129, 7)   # on CUDA where there is one
     original = load(os.path.join(REPO, "reference.py"), "ref_gm").Model(784, 256, 32).requires_grad_(False)
-    x, eps, w = data = ref.generate_input(129, 7)
+    original = original.to(x.device)
     original.load_state_dict(w)
     saved = torch.randn_like
     torch.randn_like = lambda t, **kw: eps
