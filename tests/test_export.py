@@ -165,6 +165,33 @@ def test_kernelbench_get_inputs_shapes(exported):
     assert 0 <= float(x.min()) and float(x.max()) <= 1 and float(eps.std()) > 0.5  # uniform x, N(0, 1) noise
 
 
+# ModelNew's methods that hold the parameters (everything but forward): the KernelBench template
+# spells them out again, since the exported file stands alone, so they must not drift apart.
+SHARED_METHODS = ("__init__", "_refresh_params", "_apply", "load_state_dict")
+
+
+def model_new_methods(source: str) -> dict:
+    """ast dumps of ModelNew's SHARED_METHODS in a Python source (docstrings and comments do not count)."""
+    cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "ModelNew")
+    return {f.name: ast.dump(f) for f in cls.body if isinstance(f, ast.FunctionDef) and f.name in SHARED_METHODS}
+
+
+def test_kernelbench_modelnew_keeps_solutions_parameter_handling(exported):
+    with open(SOLUTION) as f:
+        ours = model_new_methods(f.read())
+    theirs = model_new_methods(read(exported["kernelbench"], "solution.py"))
+    assert sorted(ours) == sorted(SHARED_METHODS) and ours == theirs
+
+
+def test_modelnew_drift_is_seen():
+    """The comparison above fails when one method's body changes."""
+    with open(SOLUTION) as f:
+        source = f.read()
+    changed = source.replace("self._refresh_params()\n        return module", "return module", 1)
+    assert changed != source
+    assert model_new_methods(changed)["_apply"] != model_new_methods(source)["_apply"]
+
+
 # ----- KernelBench's static checker ------------------------------------------------------------------
 
 @pytest.mark.parametrize("fmt", export.FORMATS)
