@@ -24,6 +24,7 @@ from harness import UsageError
 
 FORMATS = ("kernelbench", "gpumode")
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+BUILD_FRAGMENT = "eps_build.py.in"   # the build block both exported solutions share
 EPS_DEFINE = "#define VAE_EPS_INPUT\n"
 DEFAULT_LEADERBOARD = "vae-elbo"
 # destination file name -> template file name
@@ -207,6 +208,10 @@ def prepare_cuda_source(cuda_src: str, solution_template: str, cpp_decl: str) ->
 
 
 def render_solution(template: str, cuda_src: str, cpp_decl: str, ext_name: str, leaderboard: str = "") -> str:
+    """The exported solution's text: its template with the shared build block (templates/eps_build.py.in:
+    the CUDA source with VAE_EPS_INPUT, built for sm_90) and the strings filled in."""
+    with open(os.path.join(TEMPLATES, BUILD_FRAGMENT)) as f:
+        template = template.replace("@@BUILD@@\n", f.read())
     return (template.replace("@@CUDA_SRC@@", python_string_literal(cuda_src))
             .replace("@@CPP_DECL@@", repr(cpp_decl))
             .replace("@@EXT_NAME@@", ext_name)
