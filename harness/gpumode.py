@@ -42,7 +42,7 @@ import types
 
 import torch
 
-from harness import UsageError
+from harness import UsageError, timing
 
 SOURCE = ("gpu-mode/reference-kernels problems/pmpp_v2/eval.py (run_testing, _run_single_benchmark, main); "
           "gpu-mode/kernelbot src/libkernelbot/run_eval.py (run_evaluation), submission.py (compute_score)")
@@ -56,7 +56,6 @@ MAX_TIME_NS = {"benchmark": 10e9, "leaderboard": 30e9}
 WALL_MAX_NS = 120e9
 REL_ERR = 0.001
 SEED_STEP = 13
-L2_FLUSH_SHAPE = (32, 1024, 1024)  # int64: 256 MiB, utils.clear_l2_cache
 DEFAULT_BATCH_SIZE = 128
 
 
@@ -289,9 +288,7 @@ def _timed_call_ns(fn) -> tuple:
         return float(time.perf_counter_ns() - t0), output
     _sync()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    dummy = torch.empty(L2_FLUSH_SHAPE, dtype=torch.int64, device="cuda")
-    dummy.fill_(42)
-    del dummy
+    timing.clear_l2_as_leaderboards("cuda")
     start.record()
     output = fn()
     end.record()

@@ -39,7 +39,6 @@ NUM_PERF_TRIALS = 100
 NUM_WARMUP = 3
 DISCARD_FIRST = 1
 TOLERANCE_FP32 = 1e-4
-L2_FLUSH_SHAPE = (32, 1024, 1024)  # int64: 256 MiB, as KernelBench's clear_l2_cache
 
 
 
@@ -58,12 +57,6 @@ def trial_seeds(seed: int, n: int = NUM_CORRECT_TRIALS) -> list:
 
 # ----- both sides: KernelBench's timing loop ---------------------------------------------------
 
-def clear_l2(device):
-    dummy = torch.empty(L2_FLUSH_SHAPE, dtype=torch.int64, device=device)
-    dummy.fill_(42)
-    del dummy
-
-
 def kernelbench_time_ms(fn, device, num_trials=NUM_PERF_TRIALS, num_warmup=NUM_WARMUP,
                         discard_first=DISCARD_FIRST) -> list:
     """time_execution_with_cuda_event's loop, with the timers the harness captured at import. On a CPU
@@ -80,7 +73,7 @@ def kernelbench_time_ms(fn, device, num_trials=NUM_PERF_TRIALS, num_warmup=NUM_W
         sync()
         if cuda:
             start, end = timing._Event(enable_timing=True), timing._Event(enable_timing=True)
-            clear_l2(device)
+            timing.clear_l2_as_leaderboards(device)
             timing._record(start)
             fn()
             timing._record(end)

@@ -28,6 +28,16 @@ _event_synchronize = torch.cuda.Event.synchronize
 _synchronize = torch.cuda.synchronize
 
 L2_FLUSH_BYTES = 256 << 20
+LEADERBOARD_L2_FLUSH_SHAPE = (32, 1024, 1024)  # int64, 256 MiB
+
+
+def clear_l2_as_leaderboards(device):
+    """The L2 clear KernelBench (timing.py clear_l2_cache) and GPU MODE (utils.clear_l2_cache) run before
+    every timed call, allocation included: a fresh 256 MiB int64 buffer filled and freed. The harness's
+    own flush (L2Flusher below) reuses one buffer instead."""
+    dummy = torch.empty(LEADERBOARD_L2_FLUSH_SHAPE, dtype=torch.int64, device=device)
+    dummy.fill_(42)
+    del dummy
 
 
 def summarize(samples_us: list) -> dict:

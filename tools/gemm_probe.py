@@ -15,9 +15,12 @@ import statistics
 import torch
 from torch.utils.cpp_extension import load_inline
 
+from tf32_mma import HELPERS
+
 SRC = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
+""" + HELPERS + r"""
 constexpr int K = 784, N = 256, BK = 16, LDS = BK + 4;
 static_assert(K % BK == 0, "whole K-chunks");
 
@@ -25,17 +28,6 @@ __device__ __forceinline__ void cp_async16(float* dst, const float* src, bool va
   const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
-__device__ __forceinline__ void split(float v, uint32_t& big, uint32_t& small) {
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(v));
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(v - __uint_as_float(big)));
-}
-__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-               "{%0, %1, %2, %3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 template <int BM>
 __global__ void __launch_bounds__(256, 1) gemm3_k(const float* __restrict__ x, const float* __restrict__ w,
                                                   float* __restrict__ h, int B) {

@@ -16,21 +16,14 @@ Run on the GPU machine from the repository root (about a minute, most of it the 
 import torch
 from torch.utils.cpp_extension import load_inline
 
+from tf32_mma import HELPERS
+
 SRC = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
+""" + HELPERS + r"""
 constexpr int M = 16, K = 256, NP = 98, NT = 13, WS = K + 4, WARPS = 8;
 
-__device__ __forceinline__ void split(float v, uint32_t& big, uint32_t& small) {
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(v));
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(v - __uint_as_float(big)));
-}
-__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-               "{%0, %1, %2, %3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 // fragments of m16n8k8 (g = lane / 4, t = lane % 4): A (row g|g+8, col t|t+4); B (k t|t+4, n g)
 struct Frag { uint32_t big[4], small[4]; };
 __device__ __forceinline__ Frag load_a(const float* h, int ks, int lane) {

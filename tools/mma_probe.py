@@ -14,24 +14,19 @@ Run on the GPU machine from the repository root (about a minute, most of it the 
 import torch
 from torch.utils.cpp_extension import load_inline
 
+from tf32_mma import HELPERS
+
 ITERS = 256
 SRC = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
-constexpr int ITERS = %d;
-
-__device__ __forceinline__ void mma_tf32(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, "
-               "{%%8, %%9}, {%%0, %%1, %%2, %%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
+""" + f"constexpr int ITERS = {ITERS};\n" + HELPERS + r"""
 
 // out[block * warps + warp] = cycles for ITERS rounds of ACC independent MMAs (or FFMA groups)
 template <int ACC, bool MMA>
 __global__ void probe_k(float* sink, long long* cycles) {
   const uint32_t a = __float_as_uint(1.0f + threadIdx.x * 1e-7f), b = __float_as_uint(0.5f);
+  const uint32_t av[4] = {a, a, a, a};
   float c[ACC][4];
 #pragma unroll
   for (int i = 0; i < ACC; ++i) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.f;
@@ -42,7 +37,7 @@ __global__ void probe_k(float* sink, long long* cycles) {
 #pragma unroll
     for (int i = 0; i < ACC; ++i) {
       if (MMA) {
-        mma_tf32(c[i], a, a, a, a, b, b);
+        mma(c[i], av, b, b);
       } else {   // 16 dependent FFMAs per lane (4 per register of the accumulator)
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
@@ -60,20 +55,20 @@ __global__ void probe_k(float* sink, long long* cycles) {
   if ((threadIdx.x & 31) == 0) cycles[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = t1 - t0;
 }
 
-void probe(torch::Tensor sink, torch::Tensor cycles, int64_t acc, bool mma, int64_t blocks, int64_t warps) {
+void probe(torch::Tensor sink, torch::Tensor cycles, int64_t acc, bool use_mma, int64_t blocks, int64_t warps) {
   auto s = at::cuda::getCurrentCUDAStream();
   float* p = sink.data_ptr<float>();
   long long* q = reinterpret_cast<long long*>(cycles.data_ptr<int64_t>());
-#define CASE(N) case N: if (mma) probe_k<N, true><<<blocks, warps * 32, 0, s>>>(p, q); \
+#define CASE(N) case N: if (use_mma) probe_k<N, true><<<blocks, warps * 32, 0, s>>>(p, q); \
                         else probe_k<N, false><<<blocks, warps * 32, 0, s>>>(p, q); break;
   switch (acc) { CASE(1) CASE(2) CASE(4) CASE(8) CASE(16) default: TORCH_CHECK(false, "acc must be 1, 2, 4, 8 or 16"); }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
-""" % ITERS
+"""
 
 
 def main():
-    ext = load_inline("mma_probe", "void probe(torch::Tensor sink, torch::Tensor cycles, int64_t acc, bool mma, "
+    ext = load_inline("mma_probe", "void probe(torch::Tensor sink, torch::Tensor cycles, int64_t acc, bool use_mma, "
                       "int64_t blocks, int64_t warps);", cuda_sources=SRC, functions=["probe"],
                       extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"])
     sms = torch.cuda.get_device_properties(0).multi_processor_count
