@@ -13,7 +13,7 @@ ARGS = --solution $(SOLUTION) --reference $(REFERENCE)
 
 # Install only what is missing: the GPU machine reaches no package registry and already has all of it.
 deps:
-	@$(PYTHON) -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ('torch', 'ninja', 'pytest', 'xdist')))" \
+	@$(PYTHON) -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ('torch', 'ninja', 'pytest', 'xdist', 'numpy')))" \
 		|| $(PYTHON) -m pip install -r requirements.txt
 
 check: deps
