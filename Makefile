@@ -7,6 +7,11 @@ PYTHON ?= python3
 SOLUTION ?= solution.py
 REFERENCE ?= reference.py
 HARNESS = $(PYTHON) -m harness
+# Python's bytecode cache under build/pycache, also where the environment turns writing it off: the H200
+# image sets PYTHONDONTWRITEBYTECODE=1, so every Python process (the harness, its worker, each pytest
+# worker) compiled torch's sources again, about 5 s each.
+export PYTHONPYCACHEPREFIX ?= $(CURDIR)/build/pycache
+unexport PYTHONDONTWRITEBYTECODE
 ARGS = --solution $(SOLUTION) --reference $(REFERENCE)
 
 .PHONY: deps check bench sweep profile test

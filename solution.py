@@ -1,7 +1,8 @@
 """Fused VAE forward pass (ELBO) in one CUDA kernel launch, for Hopper (sm_90).
 
 What it computes: reference.py's Model for (input_dim, hidden_dim, latent_dim) = (784, 256, 32)
-(other sizes raise ValueError at construction), fp32 throughout (no TF32, no fast math):
+(other sizes raise ValueError at construction), fp32-accurate (no fast math; the one tensor-core
+layer splits every operand into two TF32 parts and sums three products, fp32-level error):
   x (B, 784) float32 in [0, 1], any B >= 0
   h  = relu(x We^T + be)                    (B, 256)
   mu, logvar = h Wmu^T + bmu, h Wlv^T + blv (B, 32)
@@ -65,9 +66,13 @@ constexpr int D_SLICE = D / CLUSTER;      // 98 output pixels per block
 constexpr int ENC_U = H_SLICE / WARPS;    // 4 hidden units per warp in the encoder
 constexpr int MULV_U = 2 * L_SLICE;       // 8 mu | logvar units per block, one per warp
 constexpr int RC = 8;                     // rows per chunk: dot products run on 8 rows, then the R % 8 left
-constexpr int DEC_U = 4;                  // output pixels per warp pass in the last layer
-constexpr int DEC_GROUPS = D_SLICE / DEC_U;   // 24 full groups of 4 pixels, 3 per warp per chunk
-constexpr int DEC_TAIL = D_SLICE % DEC_U;     // 2 pixels left: warp w takes rows w, w+8, ...
+constexpr int HS = H + 4;                 // padded row of W2's slice and of h2 in smem: conflict-free MMA fragments
+constexpr int MMA_M = 16;                 // last layer on the tensor cores: m16n8k8 tiles, rows >= R unused
+constexpr int DEC_NT = (D_SLICE + 7) / 8; // 13 pixel tiles of 8 (98 pixels -> 104)
+constexpr int DEC_KG = 4;                 // k-groups: warp w sums k-steps [8 (w % 4), +8) ...
+constexpr int DEC_TPW = (DEC_NT + 1) / 2; // ... of tiles [7 (w / 4), +7), so 8 warps cover 13 tiles x 32 k-steps
+constexpr int DEC_KSTEPS = H / 8 / DEC_KG;
+constexpr int PART_LD = DEC_NT * 8;       // row of the partial-logit buffers
 constexpr int NOISE_BLOCK = 256;          // torch's normal_ launch: block size ...
 constexpr int NOISE_UNROLL = 4;           // ... and values per curand_normal4 call
 static_assert(D % CLUSTER == 0 && H % CLUSTER == 0 && L % CLUSTER == 0, "layers split evenly over the cluster");
@@ -75,22 +80,24 @@ static_assert(D % 4 == 0 && H % 4 == 0 && L % 4 == 0, "rows are read as float4")
 static_assert(ENC_U == 4 && H_SLICE % 4 == 0, "encoder: 4 units per warp, slices pushed as float4");
 static_assert(MULV_U == WARPS, "mu/logvar layer: one output unit per warp");
 static_assert(THREADS == H, "decoder hidden layer: one thread per unit, every block computes all of it");
-static_assert(DEC_GROUPS % WARPS == 0, "last layer: the same number of full groups for every warp");
+static_assert(WARPS == 2 * DEC_KG && H % (8 * DEC_KG) == 0, "last layer: 4 k-groups x 2 halves of the tiles");
+static_assert((HS * 4) % 16 == 0, "W2 rows land 16-byte aligned (one bulk copy per row)");
 static_assert((D_SLICE * H * 4) % 16 == 0 && (D * 4) % 16 == 0, "bulk copies move multiples of 16 bytes");
 
 // Shared memory of one cluster-kernel block, in floats. R = rows owned by the cluster.
 template <int R>
 struct Smem {
   static_assert(R >= RC && (R % RC == 0 || R % RC == 1), "R = 8 q (+ 1): chunks of 8 rows and one row left");
+  static_assert(R <= MMA_M, "the last layer's rows fit one m16 tile");
   static constexpr int X = 0;                         // R x D   input tile (bulk copy)
-  static constexpr int W2 = X + R * D;                // D_SLICE x H  this block's rows of W2 (bulk copy)
-  static constexpr int HID = W2 + D_SLICE * H;        // R x H   encoder hidden, every block's slice
+  static constexpr int W2 = X + R * D;                // 104 x HS  this block's 98 rows of W2 (bulk copy per row)
+  static constexpr int HID = W2 + DEC_NT * 8 * HS;    // R x H   encoder hidden, every block's slice
   static constexpr int Z = HID + R * H;               // R x L   latent sample, every block's slice
-  static constexpr int HID2 = Z + R * L;              // R x H   decoder hidden (computed whole here)
-  static constexpr int MULV = HID2 + R * H;           // R x MULV_U  this block's mu | logvar
+  static constexpr int HID2 = Z + R * L;              // 16 x HS decoder hidden (computed whole here)
+  static constexpr int MULV = HID2 + MMA_M * HS;      // R x MULV_U  this block's mu | logvar
   static constexpr int KL = MULV + R * MULV_U;        // R x L   KL terms (rank 0 gathers)
-  static constexpr int BCE = KL + R * L;              // R x D_SLICE   BCE terms of this block
-  static constexpr int RECON = BCE + R * D_SLICE;     // CLUSTER x R   recon partial sums (rank 0 gathers)
+  static constexpr int PART = KL + R * L;             // DEC_KG x R x PART_LD  partial logits per k-group
+  static constexpr int RECON = PART + DEC_KG * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
   static constexpr int BARS = (RECON + CLUSTER * R + 1) / 2 * 2;   // 5 mbarriers, 8-byte aligned
   static constexpr size_t BYTES = BARS * sizeof(float) + 5 * sizeof(uint64_t);
   static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "float4 alignment");
@@ -162,6 +169,25 @@ __device__ __forceinline__ void cluster_arrive_relaxed() {
 __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
 }
+
+// >>> tf32 helpers (tools/tf32_mma.py reads this block for the probes)
+// v = big + small, both TF32 (round to nearest): three products per multiply-add (big*big +
+// big*small + small*big, fp32 accumulation) give fp32-level error on the tensor cores.
+__device__ __forceinline__ void split(float v, uint32_t& big, uint32_t& small) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(v));
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(v - __uint_as_float(big)));
+}
+// c += a b, mma.sync m16n8k8 TF32 with fp32 accumulation. Fragments (g = lane / 4, t = lane % 4):
+// A a0..a3 = (row g, col t), (g+8, t), (g, t+4), (g+8, t+4); B b0, b1 = (k t, n g), (k t+4, n g);
+// C c0..c3 = (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1).
+// Not volatile: a pure function of its operands, so the compiler may interleave independent MMAs.
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// <<< tf32 helpers
 
 // c ? a : b as one selp, so the compiler cannot turn a select between two
 // register-array entries into a local-memory load from a selected address.
@@ -295,34 +321,52 @@ __device__ __forceinline__ float bce_term(float logit, float xv) {
   return __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
 }
 
-// Last layer of the cluster kernel, one warp: pixels [p0, p0+U) of this block's slice x rows
-// [r0, r0+RN). Lanes split K=256 (W2 rows from smem into registers), a reduce-scatter leaves one
-// (pixel, row) logit per writer lane, and its BCE term goes to smem BCE.
-template <int R, int U, int RN>
-__device__ __forceinline__ void dec_pixels(float* smem, const float* __restrict__ b2, int rank, int p0, int r0,
-                                           int lane) {
+// Last layer of the cluster kernel on the tensor cores, one warp: partial logits of rows [0, R) x
+// pixel tiles [nt0, nt0 + NT) of this block's slice (m16n8 tiles; rows >= R and pixels >= 98 are
+// computed and dropped) = h2 . W2 slice^T over k-steps [8 kg, 8 kg + 8), in 3xTF32; written to
+// PART[kg] (rows < R). Each product runs over all NT tiles before the next, so NT independent
+// accumulator chains are in flight (one dependent chain per warp leaves the tensor cores idle).
+template <int R, int NT>
+__device__ __forceinline__ void dec_logits_mma(float* smem, int kg, int nt0, int lane) {
   using S = Smem<R>;
-  constexpr int N = U * RN;
-  float4 w[(H / 4 + 31) / 32][U];
+  const int g = lane >> 2, t = lane & 3;
+  float acc[NT][4];
 #pragma unroll
-  for (int it = 0; it < (H / 4 + 31) / 32; ++it)
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-      w[it][u] = reinterpret_cast<const float4*>(smem + S::W2 + (p0 + u) * H)[lane + 32 * it];
-  float acc[N];
-#pragma unroll
-  for (int i = 0; i < N; ++i) acc[i] = 0.f;
+  for (int i = 0; i < NT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
 #ifndef VAE_SKIP_DEC
-  dot_rows<RN, U, H>(w, smem + S::HID2 + r0 * H, lane, acc);
-#endif
-  warp_reduce_scatter<N>(acc, lane);
+#pragma unroll 2
+  for (int s = 0; s < DEC_KSTEPS; ++s) {
+    const int k = (kg * DEC_KSTEPS + s) * 8 + t;
+    const float* a = smem + S::HID2 + g * HS + k;
+    uint32_t ab[4] = {0u, 0u, 0u, 0u}, as[4] = {0u, 0u, 0u, 0u};
+    split(a[0], ab[0], as[0]);
+    split(a[4], ab[2], as[2]);
+    if constexpr (R > 8) {
+      split(a[8 * HS], ab[1], as[1]);
+      split(a[8 * HS + 4], ab[3], as[3]);
+    }
+    uint32_t bb[NT][2], bs[NT][2];
 #pragma unroll
-  for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
-    const int e = scatter_entry<N>(lane, t), p = p0 + e / RN, r = r0 + e % RN;
-    if (!scatter_writer<N>(lane)) continue;
-    const int d = rank * D_SLICE + p;
-    smem[S::BCE + r * D_SLICE + p] = bce_term(acc[t] + __ldg(b2 + d), smem[S::X + r * D + d]);
+    for (int i = 0; i < NT; ++i) {
+      const float* b = smem + S::W2 + ((nt0 + i) * 8 + g) * HS + k;
+      split(b[0], bb[i][0], bs[i][0]);
+      split(b[4], bb[i][1], bs[i][1]);
+    }
+#pragma unroll
+    for (int i = 0; i < NT; ++i) mma(acc[i], as, bb[i][0], bb[i][1]);   // the small products first
+#pragma unroll
+    for (int i = 0; i < NT; ++i) mma(acc[i], ab, bs[i][0], bs[i][1]);
+#pragma unroll
+    for (int i = 0; i < NT; ++i) mma(acc[i], ab, bb[i][0], bb[i][1]);
   }
+#endif
+#pragma unroll
+  for (int i = 0; i < NT; ++i)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int r = g + 8 * (c / 2);
+      if (r < R) smem[S::PART + (kg * R + r) * PART_LD + (nt0 + i) * 8 + 2 * t + (c % 2)] = acc[i][c];
+    }
 }
 
 // Encoder, one warp: units [unit0, unit0+4) x rows [r0, r0+RN), lanes split K=784 with this warp's
@@ -367,15 +411,17 @@ __device__ __forceinline__ void mulv_rows(float* smem, const float4 (&w)[(H / 4 
 // receiver's mbarrier, so a block waits only for the data it needs: no cluster barrier after the
 // one at the start (which makes every block's mbarriers valid before anyone writes to them).
 // Dot products run on chunks of 8 rows, then the R % 8 rows left.
-//   0  mbarriers; bulk copies of the x tile and this block's 98 rows of W2; We rows to registers
+//   0  mbarriers; bulk copy of the x tile; We rows to registers
 //   1  encoder: warp w -> units 32 rank + 4w + [0,4), lanes split K=784; h slice -> own HID,
 //      then pushed to the other 7 blocks
 //   2  mu/logvar: warp w -> one unit (w < 4: mu), lanes split K=256; threads t < 4R: noise, z,
 //      KL term; z pushed to every block, KL terms to rank 0
 //   3  decoder hidden, all 256 units for the R rows in every block: thread t -> unit t
-//   4  decoder output: warp w -> pixel groups w, w+8, w+16 of 4 per chunk, lanes split K=256,
-//      then the last 2 pixels for rows w, w+8, ...; sigmoid + BCE terms
-//   5  per-row sums of the slice pushed to rank 0; rank 0 sums in fixed order, writes the outputs.
+//   4  decoder output logits on the tensor cores (3xTF32 mma.sync): warp w -> k-group w % 4 of
+//      tiles [7 (w / 4), +7); partial logits per k-group to smem (W2's rows were bulk-copied
+//      into padded smem rows after phase 1)
+//   5  logits summed, sigmoid + BCE per element; per-row sums of the slice pushed to rank 0;
+//      rank 0 sums in fixed order, writes the outputs.
 // ---------------------------------------------------------------------------
 template <int R>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
@@ -400,18 +446,17 @@ vae_elbo_kernel(const float* __restrict__ x,
 #endif
   PROF(0);
 
-  // ---- phase 0: mbarriers (each expects its bytes once), x tile, W2 slice
+  // ---- phase 0: mbarriers (each expects its bytes once), x tile (W2 rows: after phase 1)
   if (tid == 0) {
 #pragma unroll
     for (int i = 0; i < 5; ++i) mbar_init(&bars[i]);
     mbar_expect(&bars[BAR_X], (uint32_t)(rows * D * sizeof(float)));
-    mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));
+    mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // one bulk copy per row, below
     mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_Z], (uint32_t)((CLUSTER - 1) * R * L_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_OUT], rank == 0 ? (uint32_t)((CLUSTER - 1) * R * (1 + L_SLICE) * sizeof(float)) : 0u);
     mbar_fence_init();
     bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
-    bulk_copy(smem + S::W2, W2 + (size_t)rank * D_SLICE * H, (uint32_t)(D_SLICE * H * sizeof(float)), &bars[BAR_W2]);
   }
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
   for (int i = rows * D + tid; i < R * D; i += THREADS) smem[S::X + i] = 0.f;   // rows past B
@@ -429,6 +474,14 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll 1
     for (int q = 0; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
     if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
+  }
+  {  // W2 rows into padded smem rows (stride HS), one bulk copy each, 13 per warp: issued here, where
+     // the warps wait for h anyway (at the start they delayed the x tile by ~4 K cycles); they land
+     // long before phase 4. BAR_W2 was armed with their bytes at the start.
+    const int p = warp * ((D_SLICE + WARPS - 1) / WARPS) + lane;
+    if (lane < (D_SLICE + WARPS - 1) / WARPS && p < D_SLICE)
+      bulk_copy(smem + S::W2 + p * HS, W2 + ((size_t)rank * D_SLICE + p) * H, (uint32_t)(H * sizeof(float)),
+                &bars[BAR_W2]);
   }
   // prefetch phase 2 weights: warp w -> unit j2 of mu (w < 4) or logvar
   const int j2 = rank * L_SLICE + warp % L_SLICE;
@@ -494,31 +547,34 @@ vae_elbo_kernel(const float* __restrict__ x,
       acc.x = fmaf(w3[k].x, a.x, acc.x); acc.y = fmaf(w3[k].y, a.y, acc.y);
       acc.z = fmaf(w3[k].z, a.z, acc.z); acc.w = fmaf(w3[k].w, a.w, acc.w);
     }
-    smem[S::HID2 + r * H + tid] = fmaxf((acc.x + acc.y) + (acc.z + acc.w) + bias3, 0.f);
+    smem[S::HID2 + r * HS + tid] = fmaxf((acc.x + acc.y) + (acc.z + acc.w) + bias3, 0.f);
   }
   __syncthreads();  // full decoder hidden in this block
   PROF(5);
 
-  // ---- phase 4: decoder output logits, sigmoid, BCE terms
+  // ---- phase 4: decoder output logits on the tensor cores (3xTF32): warp w -> k-group w % 4 of
+  // tiles [0, 7) (w < 4) or [7, 13); partial logits per k-group to PART
   mbar_wait(&bars[BAR_W2], 0);
   PROF(6);
-#pragma unroll 1
-  for (int k = warp; k < DEC_GROUPS * Q; k += WARPS)
-    dec_pixels<R, DEC_U, RC>(smem, b2, rank, (k % DEC_GROUPS) * DEC_U, (k / DEC_GROUPS) * RC, lane);
-  if constexpr (REM > 0) {
-#pragma unroll 1
-    for (int g = warp; g < DEC_GROUPS; g += WARPS) dec_pixels<R, DEC_U, REM>(smem, b2, rank, g * DEC_U, Q * RC, lane);
-  }
-#pragma unroll 1
-  for (int r = warp; r < R; r += WARPS) dec_pixels<R, DEC_TAIL, 1>(smem, b2, rank, DEC_GROUPS * DEC_U, r, lane);
-  PROF(7);
+  if (warp < DEC_KG) dec_logits_mma<R, DEC_TPW>(smem, warp, 0, lane);
+  else dec_logits_mma<R, DEC_NT - DEC_TPW>(smem, warp - DEC_KG, DEC_TPW, lane);
   __syncthreads();
+  PROF(7);
 
-  // ---- phase 5: per-row sums of this block's 98 BCE terms (warp w -> rows w, w+8, ...) to rank 0
+  // ---- phase 5: thread -> (row, pixel) elements: logit = k-groups summed in fixed order + b2,
+  // sigmoid + BCE term (into PART[0], same element); then per-row sums of this block's 98 terms
+  // (warp w -> rows w, w+8, ...) pushed to rank 0
+  for (int e = tid; e < R * D_SLICE; e += THREADS) {
+    const int r = e / D_SLICE, p = e % D_SLICE;
+    float* part = smem + S::PART + r * PART_LD + p;
+    const float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
+    part[0] = bce_term(logit + __ldg(b2 + rank * D_SLICE + p), smem[S::X + r * D + rank * D_SLICE + p]);
+  }
+  __syncthreads();
 #pragma unroll 1
   for (int r = warp; r < R; r += WARPS) {
     float s = 0.f;
-    for (int p = lane; p < D_SLICE; p += 32) s += smem[S::BCE + r * D_SLICE + p];
+    for (int p = lane; p < D_SLICE; p += 32) s += smem[S::PART + r * PART_LD + p];
 #pragma unroll
     for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     if (lane == 0) {
@@ -1136,7 +1192,7 @@ def _build():
         extra = os.environ.get("VAE_EXTRA_CUDA_FLAGS", "").split()   # dev variants, see tools/kernel_dev.py
         suffix = "_" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8] if extra else ""
         return load_inline(
-            name="vae_elbo_fused_v5" + suffix,
+            name="vae_elbo_fused_v7" + suffix,
             cpp_sources=CPP_DECL,
             cuda_sources=CUDA_SRC,
             functions=["vae_forward", "draw_noise"],

@@ -195,6 +195,7 @@ def time_in_rounds(worker, timers, inputs, device, args, verdict, progress) -> d
     stats = timing.merge_rounds(solution_rounds)
     stats["sm_clock_mhz_before"] = solution_rounds[0].get("sm_clock_mhz_before")
     stats["sm_clock_mhz_after"] = solution_rounds[-1].get("sm_clock_mhz_after")
+    stats["clock_warm_seconds"] = solution_rounds[0].get("clock_warm_seconds")
     verdict["results"]["solution"] = stats
     for kind, rounds in reference_rounds.items():
         verdict["results"][kind] = timing.merge_rounds(rounds)

@@ -141,7 +141,9 @@ def format_bench(verdict: dict, exit_code: int) -> str:
                              "back-to-back us/call", "solution speedup"], rows, align="lrrrrrrl")]
     sol = verdict["results"].get("solution", {})
     if sol.get("sm_clock_mhz_before") is not None:
-        lines.append(f"SM clock: {sol['sm_clock_mhz_before']} MHz before timing the solution, "
+        warmed = sol.get("clock_warm_seconds")
+        lines.append(f"SM clock: {sol['sm_clock_mhz_before']} MHz before timing the solution"
+                     f"{f' (after {warmed:.2f} s of warm-up)' if warmed is not None else ''}, "
                      f"{sol['sm_clock_mhz_after']} MHz after")
     if "roofline" in verdict:
         f = verdict["roofline"]

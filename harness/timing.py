@@ -1,8 +1,9 @@
 """Timing on the GPU: clock warm-up, per-call CUDA-event timing, L2 flush, statistics.
 
 Method (used for every implementation in one run, so their ratios are comparable):
-  1. warm the SM clock: about a second of matrix products (an idle H200 sits at 345 MHz and every
-     figure then reads 1.2-5x worse);
+  1. warm the SM clock: matrix products until NVML reads at least 85% of the maximum SM clock, or
+     for about a second without NVML (an idle H200 sits at 345 MHz and every figure then reads
+     1.2-5x worse);
   2. warm-up calls;
   3. timed calls: before each, optionally refresh the inputs in place and flush the L2, then
      synchronize the whole device; record a start event, call, record an end event; wait for the
@@ -46,27 +47,57 @@ def summarize(samples_us: list) -> dict:
             "std_us": statistics.pstdev(s) if len(s) > 1 else 0.0, "min_us": s[0], "max_us": s[-1], "n": len(s)}
 
 
-def sm_clock_mhz(device_index: int = 0):
-    """Current SM clock through NVML (nvidia-ml-py), or None where it is not installed."""
+def sm_clocks_mhz(device_index: int = 0):
+    """(current, maximum) SM clock through NVML (nvidia-ml-py), or None where it is not installed."""
     try:
         import pynvml
         pynvml.nvmlInit()
         handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
-        return int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+        return (int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+                int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)))
     except Exception:
         return None
 
 
-def warm_clock(device, seconds: float = 1.0):
-    """Run matrix products for about `seconds` so the SM clock leaves its idle state."""
-    if torch.device(device).type != "cuda":
-        return
+def sm_clock_mhz(device_index: int = 0):
+    """Current SM clock through NVML, or None."""
+    clocks = sm_clocks_mhz(device_index)
+    return clocks[0] if clocks else None
+
+
+WARM_FRACTION = 0.85   # the clock counts as warm at this share of its maximum (idle: 345 of 1980 MHz)
+WARM_MIN_SECONDS = 0.1
+
+
+def warm_clock(device, seconds: float = 1.0) -> float:
+    """Run matrix products until the SM clock has left its idle state: until NVML reads at least
+    WARM_FRACTION of the maximum SM clock (after WARM_MIN_SECONDS), for `seconds` at most; without
+    NVML, for `seconds`. Returns the seconds spent."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return 0.0
     a = torch.randn(4096, 4096, device=device)
-    start = _perf_counter_ns()
-    while (_perf_counter_ns() - start) < seconds * 1e9:
+
+    def burst():
+        nonlocal a
         for _ in range(10):
             a = torch.mm(a, a).clamp_(-1, 1)
         _synchronize(device)
+    return run_until_warm(burst, lambda: sm_clocks_mhz(device.index or 0), seconds)
+
+
+def run_until_warm(burst, read_clocks, seconds: float, min_seconds: float = WARM_MIN_SECONDS) -> float:
+    """warm_clock's loop: `burst()` until `read_clocks()` (current, maximum) says warm or `seconds` pass."""
+    start = _perf_counter_ns()
+    elapsed = 0.0
+    while elapsed < seconds:
+        burst()
+        elapsed = (_perf_counter_ns() - start) / 1e9
+        if elapsed >= min_seconds:
+            clocks = read_clocks()
+            if clocks and clocks[0] >= WARM_FRACTION * clocks[1]:
+                break
+    return elapsed
 
 
 class L2Flusher:

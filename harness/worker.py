@@ -213,7 +213,7 @@ def _time(state, m):
     def fn():
         refresher.keep(model(*refresher.current))
 
-    timing.warm_clock(device, m.get("warm_seconds", 1.0))
+    warmed = timing.warm_clock(device, m.get("warm_seconds", 1.0))
     clock_before = timing.sm_clock_mhz(device.index or 0) if device.type == "cuda" else None
     with torch.no_grad(), timing.pinned_to(m.get("cpu")):
         if device.type == "cuda":
@@ -227,6 +227,7 @@ def _time(state, m):
             fn()
             refresher.collect()
     stats["sm_clock_mhz_before"] = clock_before
+    stats["clock_warm_seconds"] = warmed
     stats["sm_clock_mhz_after"] = timing.sm_clock_mhz(device.index or 0) if device.type == "cuda" else None
     return {"stats": stats, "checkpoints": refresher.checkpoints, "tampered": integrity.tampered(state["snapshot"])}
 

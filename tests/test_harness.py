@@ -5,6 +5,7 @@ and trials, and every defence's case, are in test_adversarial.py."""
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -152,6 +153,23 @@ def test_split_and_merge_rounds():
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux thread affinity")
+def test_clock_warm_up_stops_once_warm_and_not_before():
+    """warm_clock's loop ends at the first clock reading of at least 85% of the maximum (after its
+    minimum), and runs the whole budget when the clock never gets there or NVML is missing."""
+    bursts = []
+
+    def burst():
+        bursts.append(1)
+        time.sleep(0.01)
+    readings = iter([(345, 1980), (900, 1980), (1700, 1980)])
+    spent = timing.run_until_warm(burst, lambda: next(readings), seconds=5.0, min_seconds=0.0)
+    assert spent < 1.0 and len(bursts) == 3
+    for read in (lambda: (1500, 1980), lambda: None):
+        bursts.clear()
+        spent = timing.run_until_warm(burst, read, seconds=0.3, min_seconds=0.0)
+        assert spent >= 0.3 and len(bursts) >= 10
+
+
 def test_pinned_to_pins_and_restores():
     pinned_to, timing_cpu = timing.pinned_to, timing.timing_cpu
     before, cpu = os.sched_getaffinity(0), timing_cpu()
