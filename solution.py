@@ -98,7 +98,8 @@ struct Smem {
   static constexpr int KL = MULV + R * MULV_U;        // R x L   KL terms (rank 0 gathers)
   static constexpr int PART = KL + R * L;             // DEC_KG x R x PART_LD  partial logits per k-group
   static constexpr int RECON = PART + DEC_KG * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
-  static constexpr int BARS = (RECON + CLUSTER * R + 1) / 2 * 2;   // 5 mbarriers, 8-byte aligned
+  static constexpr int B2 = RECON + CLUSTER * R;      // D_SLICE  this block's slice of b2
+  static constexpr int BARS = (B2 + D_SLICE + 1) / 2 * 2;   // 5 mbarriers, 8-byte aligned
   static constexpr size_t BYTES = BARS * sizeof(float) + 5 * sizeof(uint64_t);
   static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "float4 alignment");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
@@ -531,6 +532,7 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll
   for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)tid * L) + k);
   const float bias3 = __ldg(b1 + tid);
+  if (tid < D_SLICE) smem[S::B2 + tid] = __ldg(b2 + rank * D_SLICE + tid);   // for phase 5, from smem
   mbar_wait_cluster(&bars[BAR_Z], 0);
   __syncthreads();   // own z slice visible
   PROF(4);
@@ -564,11 +566,13 @@ vae_elbo_kernel(const float* __restrict__ x,
   // ---- phase 5: thread -> (row, pixel) elements: logit = k-groups summed in fixed order + b2,
   // sigmoid + BCE term (into PART[0], same element); then per-row sums of this block's 98 terms
   // (warp w -> rows w, w+8, ...) pushed to rank 0
-  for (int e = tid; e < R * D_SLICE; e += THREADS) {
+  // (only rows < B: the sums of rows past B are dropped at the output)
+#pragma unroll 2
+  for (int e = tid; e < rows * D_SLICE; e += THREADS) {
     const int r = e / D_SLICE, p = e % D_SLICE;
     float* part = smem + S::PART + r * PART_LD + p;
     const float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
-    part[0] = bce_term(logit + __ldg(b2 + rank * D_SLICE + p), smem[S::X + r * D + rank * D_SLICE + p]);
+    part[0] = bce_term(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
   }
   __syncthreads();
 #pragma unroll 1
