@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # One device call: run the named stages in order, each under its own time limit, logs under $OUT,
 # a summary table last. Stages: make-test build all-tests timing-tests strict-tests solution-tests
-# adversarial-gpu make-check make-bench check bench copy sweep profile protocol.
+# adversarial-gpu make-check make-bench check bench copy sweep profile protocol kernel-dev wgmma-probe.
 # `make-test` is what a newcomer runs (goal: <= 5 min on the H200). `all-tests` is its first half with
 # the build first and 8 processes: the whole suite in parallel (pytest.ini's addopts) except the
 # `gpu_timing` cases, whose verdicts compare timings and want a quiet machine: `timing-tests` runs
 # those alone, one after another (make test's second half). Both log every adversarial case to
 # $OUT/cases.jsonl; the summary ends with the case -> verdict table.
 # `make-check` is timed twice when named twice: the first builds solution.py unless it is cached.
-# Example: tools/gpu_session.sh build make-check:120 make-check:60 make-test:420
+# `kernel-dev` is tools/kernel_dev.py --variants prof --eps (working tree vs .old/solution_prev.py: carry .old);
+# `wgmma-probe` is tools/wgmma_probe.py (issue 11). Extensions build into build/torch_extensions, so a later
+# stage (make check after kernel-dev, say) reuses what an earlier one built.
+# Example: tools/gpu_session.sh wgmma-probe:240 kernel-dev:300 make-check:120 make-check:60 make-test:420
 set -uo pipefail
 OUT="${OUT:-/tmp/gpu_out}"; mkdir -p "$OUT" results
 export PYTHONUNBUFFERED=1 ADVERSARIAL_LOG="$OUT/cases.jsonl"
+export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$PWD/build/torch_extensions}"
 declare -a SUMMARY
 run_stage() {  # name, limit_s, command...
   local name=$1 limit=$2; shift 2
@@ -45,11 +49,14 @@ for spec in "$@"; do
     copy)     run_stage copy-check "$limit" python3 -m harness check --solution tests/solutions/correct/eager_copy.py
               run_stage copy-bench "$limit" python3 -m harness bench --solution tests/solutions/correct/eager_copy.py \
                 --skip compile,compile-ro ;;
+    kernel-dev) run_stage kernel-dev "$limit" python3 tools/kernel_dev.py --variants prof --eps ;;
+    wgmma-probe) run_stage wgmma-probe "$limit" python3 tools/wgmma_probe.py ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
 tar czf "$OUT/results.tgz" results 2>/dev/null
 cat "$OUT/env.log"
 [ -f "$OUT/cases.jsonl" ] && python3 tools/verdict_table.py "$OUT/cases.jsonl" > "$OUT/cases.md"
+for s in wgmma-probe kernel-dev; do [ -f "$OUT/$s.log" ] && { echo "=== $s (tail)"; tail -22 "$OUT/$s.log"; }; done
 for log in "$OUT"/*.log; do grep -E "^[0-9]+ (passed|failed)|^(FAILED|ERROR) " "$log" | sed "s|^|$(basename "$log"): |"; done
 echo "=== summary"; printf '%s\n' "${SUMMARY[@]}"
