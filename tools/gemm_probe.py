@@ -132,22 +132,18 @@ def gpu_us(fn, reps=20):
     return statistics.median(times)
 
 
-def main():
-    ext = load_inline("gemm_probe", "void gemm3(torch::Tensor x, torch::Tensor w, torch::Tensor h, int64_t bm);",
-                      cuda_sources=SRC, functions=["gemm3"],
-                      extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"])
-    torch.manual_seed(0)
-    w = torch.randn(256, 784, device="cuda") / 28   # about nn.Linear's init scale
-    print(f"{torch.cuda.get_device_name()}: h = x We^T, 784 -> 256; TFLOP/s counts 2 B 784 256 (fp32 work)")
+def encoder_gemm_table(title, custom_rows, w):
+    """For B = 1000 ... 65536: each custom kernel beside cuBLAS fp32 and plain TF32, as time, TFLOP/s
+    (counting the fp32 work 2 B 784 256) and max relative error against float64. `custom_rows(x, out)`
+    gives [(name, fn)], fn writing h = x w^T into out (filled with NaN first)."""
+    print(f"{torch.cuda.get_device_name()}: {title}; TFLOP/s counts 2 B 784 256 (fp32 work)")
     print(f"{'B':>6} {'implementation':22} {'us':>9} {'TFLOP/s':>8} {'max rel err vs fp64':>20}")
     for B in (1000, 4096, 16384, 65536):
         x = torch.rand(B, 784, device="cuda")
         truth = x.double() @ w.double().t()
         flops = 2 * B * 784 * 256
-        out = torch.empty(B, 256, device="cuda")
-        rows = []
-        for bm in (64, 128):
-            rows.append((f"3xTF32 mma, BM={bm}", lambda bm=bm: ext.gemm3(x, w, out, bm), lambda: out))
+        out = torch.full((B, 256), float("nan"), device="cuda")
+        rows = [(name, fn, lambda: out) for name, fn in custom_rows(x, out)]
         for tf32 in (False, True):
             def run(tf32=tf32):
                 torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -160,6 +156,16 @@ def main():
             err = ((got.double() - truth).abs().max() / truth.abs().max()).item()
             print(f"{B:6d} {name:22} {us:9.1f} {flops / us / 1e6:8.1f} {err:20.2e}")
         torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def main():
+    ext = load_inline("gemm_probe", "void gemm3(torch::Tensor x, torch::Tensor w, torch::Tensor h, int64_t bm);",
+                      cuda_sources=SRC, functions=["gemm3"],
+                      extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"])
+    torch.manual_seed(0)
+    w = torch.randn(256, 784, device="cuda") / 28   # about nn.Linear's init scale
+    encoder_gemm_table("h = x We^T, 784 -> 256", lambda x, out: [
+        (f"3xTF32 mma, BM={bm}", lambda bm=bm: ext.gemm3(x, w, out, bm)) for bm in (64, 128)], w)
 
 
 if __name__ == "__main__":

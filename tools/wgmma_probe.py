@@ -21,7 +21,7 @@ import os
 import torch
 from torch.utils.cpp_extension import load_inline
 
-from gemm_probe import gpu_us
+from gemm_probe import encoder_gemm_table
 from tf32_mma import HELPERS
 
 ACC = 128   # m64n256 f32 accumulator registers per thread
@@ -177,27 +177,8 @@ def main():
     w = torch.randn(256, 784, device="cuda") / 28   # about nn.Linear's init scale
     wbig = tf32_round(w)
     wsmall = tf32_round(w - wbig)
-    print(f"{torch.cuda.get_device_name()}: h = x We^T, 784 -> 256, wgmma m64n256k8 3xTF32; "
-          "TFLOP/s counts 2 B 784 256 (fp32 work)")
-    print(f"{'B':>6} {'implementation':22} {'us':>9} {'TFLOP/s':>8} {'max rel err vs fp64':>20}")
-    for B in (1000, 4096, 16384, 65536):
-        x = torch.rand(B, 784, device="cuda")
-        truth = x.double() @ w.double().t()
-        flops = 2 * B * 784 * 256
-        out = torch.full((B, 256), float("nan"), device="cuda")
-        rows = [("3xTF32 wgmma, BM=128", lambda: ext.gemm_wgmma(x, wbig, wsmall, out), lambda: out)]
-        for tf32 in (False, True):
-            def run(tf32=tf32):
-                torch.backends.cuda.matmul.allow_tf32 = tf32
-                return x @ w.t()
-            rows.append((f"cuBLAS {'TF32' if tf32 else 'fp32'}", run, run))
-        for name, fn, result in rows:
-            us = gpu_us(fn)
-            got = result()
-            torch.cuda.synchronize()
-            err = ((got.double() - truth).abs().max() / truth.abs().max()).item()
-            print(f"{B:6d} {name:22} {us:9.1f} {flops / us / 1e6:8.1f} {err:20.2e}")
-        torch.backends.cuda.matmul.allow_tf32 = False
+    encoder_gemm_table("h = x We^T, 784 -> 256, wgmma m64n256k8 3xTF32", lambda x, out: [
+        ("3xTF32 wgmma, BM=128", lambda: ext.gemm_wgmma(x, wbig, wsmall, out))], w)
 
 
 if __name__ == "__main__":
