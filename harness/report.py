@@ -71,6 +71,21 @@ def _fmt_err(x) -> str:
     return f"{x:.1e}" if x is not None else "-"
 
 
+def format_scan(scan: list) -> list:
+    """The static scan's findings, one line per (severity, message) with the lines it was found on."""
+    if not scan:
+        return []
+    groups = {}
+    for x in scan:
+        groups.setdefault((x["severity"], x["message"]), []).append(x["line"])
+    out = ["", "source scan of the solution (warnings mark lines worth a look and do not decide the verdict; "
+           "failures do):"]
+    for (severity, message), where in groups.items():
+        label = f"line {where[0]}" if len(where) == 1 else "lines " + ", ".join(str(n) for n in where)
+        out.append(f"  {label}: {severity}: {message}")
+    return out
+
+
 def format_check(verdict: dict, exit_code: int) -> str:
     tol = verdict["tolerance"]
     lines = [f"check: {verdict['solution']} against {verdict['reference']} on {verdict['device']}",
@@ -99,10 +114,7 @@ def format_check(verdict: dict, exit_code: int) -> str:
             if len(s["failures"]) > MAX_FAILURES_SHOWN:
                 lines.append(f"... and {len(s['failures']) - MAX_FAILURES_SHOWN} more failures for {s['shape']} "
                              "(all of them with --json)")
-    scan = verdict.get("scan", [])
-    if scan:
-        lines += ["", "source scan of the solution:"]
-        lines += [f"  line {x['line']}: {x['severity']}: {x['message']}" for x in scan]
+    lines += format_scan(verdict.get("scan", []))
     verdict_word = {0: "PASS", 1: "FAIL (incorrect)", 2: "ERROR (solution could not be loaded, built or run)"}
     lines += ["", f"{verdict_word.get(exit_code, 'ERROR')}: exit {exit_code}"]
     return "\n".join(lines)

@@ -108,6 +108,19 @@ def test_sweep_says_how_rows_were_timed():
     assert "timed in 3/5 round(s)" in report.format_sweep(data, 0)
 
 
+def test_scan_findings_grouped_by_message():
+    """One line per (severity, message), naming every source line it was found on, in order."""
+    scan = [{"line": 12, "severity": "failure", "message": "monkey-patches time.perf_counter"},
+            {"line": 178, "severity": "warning", "message": "mentions reduced precision"},
+            {"line": 179, "severity": "warning", "message": "mentions reduced precision"},
+            {"line": 186, "severity": "warning", "message": "mentions reduced precision"}]
+    lines = report.format_scan(scan)
+    assert lines[1].startswith("source scan of the solution (warnings")
+    assert lines[2:] == ["  line 12: failure: monkey-patches time.perf_counter",
+                         "  lines 178, 179, 186: warning: mentions reduced precision"]
+    assert report.format_scan([]) == []
+
+
 def test_bench_method_line_names_rounds_and_pinned_cpu():
     verdict = {"solution": "s.py", "environment": {"gpu": "G", "torch": "t"}, "shape": "batch_size=1", "iters": 200,
                "rounds": 5, "warmup": 20, "flush_l2": False, "cpu": 15, "results": {}}
