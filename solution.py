@@ -21,6 +21,8 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
 - vae_elbo_kernel<R> (R = 8, 9, 16; B up to 2303): a cluster of 8 blocks owns R rows, each
   block 1/8 of every layer's output units; slices travel between the blocks' shared memory
   by st.async on mbarriers. R = 8 or 9 while the batch fits one wave of clusters, else 16.
+  Its last layer (h2 W2^T, the block's 98 pixels) runs on the tensor cores: mma.sync TF32,
+  3xTF32 split (the helpers between the `tf32 helpers` markers); the other layers are FFMA.
 - vae_elbo_kernel_tile<BM> (BM = 32, 64; larger B): one block owns BM rows end to end, the
   two big layers as register-tiled SGEMMs streamed through shared memory.
 - draw_noise_kernel: test entry, the noise the kernels draw.
