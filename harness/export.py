@@ -7,8 +7,8 @@ reference itself nor solution.py can pass it; GPU MODE passes everything, weight
 `data`. Both exports make the noise an input (eps, (B, 32)) and compile solution.py's CUDA source
 with `#define VAE_EPS_INPUT` first, which makes its kernels read eps instead of drawing it.
 
-What is written (templates under harness/templates/, the solution's strings read with `ast`, never
-by importing solution.py, which would build it):
+What is written (templates under harness/templates/, the solution's strings and ModelNew's parameter
+methods read with `ast`, never by importing solution.py, which would build it):
   kernelbench: reference.py (Model(x, eps) -> (3, B) stacked elbo, recon, kl), solution.py (ModelNew)
   gpumode:     reference.py, task.py, task.yml, submission.py (custom_kernel, #!POPCORN header)
 The exported solutions must pass KernelBench's static checker (kernel_static_checker.py of
@@ -137,15 +137,21 @@ def avoid_flagged_words(source: str) -> str:
 
 # ----- reading solution.py without importing it ---------------------------------------------------
 
-def read_string_constants(path: str, names) -> dict:
-    """Module-level string assignments of `path`, by name, read with ast (the file is not run)."""
+def parse_solution(path: str) -> tuple:
+    """(source, ast) of the solution file, which is read, never run."""
     try:
         with open(path) as f:
-            tree = ast.parse(f.read(), filename=path)
+            source = f.read()
+        return source, ast.parse(source, filename=path)
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}") from e
     except SyntaxError as e:
         raise UsageError(f"{path} is not valid Python: {e}") from e
+
+
+def read_string_constants(path: str, names) -> dict:
+    """Module-level string assignments of `path`, by name, read with ast (the file is not run)."""
+    _, tree = parse_solution(path)
     found = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -163,6 +169,27 @@ def read_string_constants(path: str, names) -> dict:
         raise UsageError(f"{path} has no module-level {' or '.join(missing)} (the export needs the CUDA source "
                          "and the declaration of vae_forward_eps, compiled with VAE_EPS_INPUT)")
     return found
+
+
+# ModelNew's parameter handling, which the KernelBench export's ModelNew takes from the solution as written
+# (only its forward differs: it takes eps)
+MODEL_METHODS = ("__init__", "_refresh_params", "_apply", "load_state_dict")
+
+
+def read_model_methods(path: str) -> str:
+    """The source lines of ModelNew's MODEL_METHODS in `path`, which must come one after another in
+    that order (comments inside kept, indentation as written)."""
+    source, tree = parse_solution(path)
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"), None)
+    methods = [n for n in (cls.body if cls else []) if isinstance(n, ast.FunctionDef)]
+    names = [m.name for m in methods]
+    start = names.index(MODEL_METHODS[0]) if MODEL_METHODS[0] in names else -1
+    if start < 0 or tuple(names[start:start + len(MODEL_METHODS)]) != MODEL_METHODS:
+        raise UsageError(f"{path}: ModelNew must define {', '.join(MODEL_METHODS)} one after another in that "
+                         "order (the exported ModelNew takes them from it); found methods: "
+                         f"{', '.join(names) or 'none'}")
+    first, last = methods[start], methods[start + len(MODEL_METHODS) - 1]
+    return "".join(source.splitlines(keepends=True)[first.lineno - 1:last.end_lineno]) + "\n"
 
 
 def check_eps_kernel(cuda_src: str, cpp_decl: str, path: str):
@@ -245,6 +272,8 @@ def render(fmt: str, solution_path: str = "solution.py", leaderboard: str = DEFA
     for name, template_name in FILES[fmt].items():
         with open(os.path.join(TEMPLATES, template_name)) as f:
             template = f.read()
+        if "@@MODEL_METHODS@@\n" in template:
+            template = template.replace("@@MODEL_METHODS@@\n", read_model_methods(solution_path))
         if name == SOLUTION_FILE[fmt]:
             src, done = prepare_cuda_source(cuda_src, template, cpp_decl)
             notes += [f"{name}: {what}, for KernelBench's static checker" for what in done]

@@ -93,9 +93,21 @@ def test_solution_strings_are_read_without_running_it(tmp_path):
     path.write_text('raise SystemExit("importing this file runs it")\n'
                     'CUDA_SRC = r"""\n#ifdef VAE_EPS_INPUT\n__global__ void k() {}\n'
                     'at::Tensor vae_forward_eps(at::Tensor x, at::Tensor eps) { return x; }\n#endif\n"""\n'
-                    'CPP_DECL_EPS = "at::Tensor vae_forward_eps(at::Tensor x, at::Tensor eps);\\n"\n')
+                    'CPP_DECL_EPS = "at::Tensor vae_forward_eps(at::Tensor x, at::Tensor eps);\\n"\n'
+                    + MINIMAL_MODELNEW)
     result = export.export("kernelbench", str(tmp_path / "out"), str(path))
     assert cuda_source_of(read(result["directory"], "solution.py")).startswith("#define VAE_EPS_INPUT\n\n#ifdef")
+
+
+def test_a_modelnew_without_the_parameter_methods_is_a_usage_error(tmp_path):
+    """The KernelBench export takes ModelNew's parameter handling from the solution: missing or out of
+    order, it says what it found."""
+    path = tmp_path / "solution.py"
+    path.write_text('CUDA_SRC = "#ifdef VAE_EPS_INPUT\\nvae_forward_eps\\n#endif\\n"\n'
+                    'CPP_DECL_EPS = "void vae_forward_eps();"\n' + MINIMAL_MODELNEW.replace("def _apply", "def apply_"))
+    with pytest.raises(UsageError, match="found methods: __init__, _refresh_params, apply_, load_state_dict"):
+        export.export("kernelbench", str(tmp_path / "out"), str(path))
+    export.export("gpumode", str(tmp_path / "gm"), str(path))   # the GPU MODE export does not use them
 
 
 def test_a_solution_without_the_switch_is_a_usage_error(tmp_path):
@@ -165,9 +177,12 @@ def test_kernelbench_get_inputs_shapes(exported):
     assert 0 <= float(x.min()) and float(x.max()) <= 1 and float(eps.std()) > 0.5  # uniform x, N(0, 1) noise
 
 
-# ModelNew's methods that hold the parameters (everything but forward): the KernelBench template
-# spells them out again, since the exported file stands alone, so they must not drift apart.
-SHARED_METHODS = ("__init__", "_refresh_params", "_apply", "load_state_dict")
+# ModelNew's methods that hold the parameters (everything but forward): the KernelBench export copies
+# them from the solution into its stand-alone file (export.read_model_methods).
+SHARED_METHODS = export.MODEL_METHODS
+MINIMAL_MODELNEW = ("class ModelNew:\n    def __init__(self):\n        return None\n\n    def _refresh_params(self):\n"
+                    "        return None\n\n    def _apply(self, fn):\n        return None\n\n"
+                    "    def load_state_dict(self, d):\n        return None\n")
 
 
 def model_new_methods(source: str) -> dict:
