@@ -54,8 +54,6 @@ def reference_callables(kind: str, model, inputs, device, progress=None):
     if kind == "graph":
         return profiling.capture_graph(lambda: model(*inputs), device).replay
     if kind == "noop":
-        if progress:
-            progress("no-op load_inline kernel: loading its extension (the first run on a machine builds it, about 40 s)")
         ext = noop_extension()
         x = next(t for t in inputs if isinstance(t, torch.Tensor))
         return lambda: ext.noop(x)

@@ -170,17 +170,6 @@ def test_clock_warm_up_stops_once_warm_and_not_before():
         assert spent >= 0.3 and len(bursts) >= 10
 
 
-def test_noop_reference_says_it_may_build(monkeypatch):
-    """The no-op kernel's extension is built on a machine's first bench (about 40 s): the progress line
-    says so before the wait."""
-    said = []
-    fake = type("Ext", (), {"noop": staticmethod(lambda x: None)})
-    monkeypatch.setattr(bench, "noop_extension", lambda: (said.append("built"), fake)[1])
-    fn = bench.reference_callables("noop", None, [torch.ones(2)], "cpu", progress=said.append)
-    fn()
-    assert said[0].startswith("no-op load_inline kernel: loading its extension (the first run") and said[1] == "built"
-
-
 def test_pinned_to_pins_and_restores():
     pinned_to, timing_cpu = timing.pinned_to, timing.timing_cpu
     before, cpu = os.sched_getaffinity(0), timing_cpu()
