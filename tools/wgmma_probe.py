@@ -26,8 +26,6 @@ from gemm_probe import encoder_gemm_table
 from tf32_mma import HELPERS
 
 
-
-
 def _wgmma_asm(n: int) -> str:
     """One wgmma.m64n<n>k8 tf32 with A from 4 registers and B from a descriptor, accumulating."""
     acc = n // 2
@@ -97,7 +95,7 @@ template <int SWB> struct Sw {
   }
 };
 
-template <int SWB, int BM, int WN, int WAIT, int PROMOTE = 0>
+template <int SWB, int BM, int WN, int WAIT>
 struct Cfg {
   static constexpr int BK = Sw<SWB>::BK, XLD = BK + 4, WGS = (BM / 64) * (N / WN), THREADS = 128 * WGS;
   static constexpr int X_STAGE = BM * XLD * 4;                 // bytes
@@ -117,6 +115,7 @@ gemm_v_k(const float* __restrict__ x, const float* __restrict__ wbig, const floa
          float* __restrict__ h, int B) {
   using C = Cfg<SWB, BM, WN, WAIT>;
   using S = Sw<SWB>;
+  static_assert(!PROMOTE || WAIT == 0, "promotion reads the accumulator, so its wgmma must be done (wait 0)");
   constexpr int BK = C::BK, NACC = WN / 2;
   extern __shared__ uint8_t smraw[];
   uint8_t* sm = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smraw) + 1023) & ~uintptr_t(1023));
