@@ -970,6 +970,381 @@ vae_elbo_kernel_tile(const float* __restrict__ x,
 }
 
 // ---------------------------------------------------------------------------
+// Large-batch kernel on Hopper's warpgroup MMA (wgmma, sm_90a), 3xTF32.
+// Block = BM rows (64 per warpgroup); every layer is a GEMM with the activations as the A operand
+// (fp32 in shared memory, each thread's fragment split into big + small TF32 in registers) and the
+// weights as the B operand (K-chunks of 16 streamed by cp.async into 64-byte-swizzled rows, split
+// in place into big + small by all threads). Three wgmma per k-step (small*big, big*small,
+// big*big) into one fp32 accumulator. Layers, with N columns per pass:
+//   1  h = relu(x We^T + be)        N = 256, 49 K-chunks, x chunks staged beside We's  -> ACT
+//   2  mu | logvar = h Wml^T + b    N = 64, 16 K-chunks; z, KL in registers           -> Z
+//   3  d = relu(z W1^T + b1)        4 passes of N = 64, 2 K-chunks each               -> ACT
+//   4  logits = d W2^T + b2         7 passes of N = 112 pixels, 16 K-chunks each; sigmoid + BCE
+//      and the row sums in registers; the reconstruction never leaves the chip.
+// Pipeline per chunk c (one stream per layer, across its passes): wait for chunk c's copies,
+// barrier, split chunk c, barrier, issue the copies of chunk c + S - 2, load + split the A
+// fragments, 6 wgmma, wait until chunk c - 1's wgmma are done (so chunk c's run under the next
+// chunk's split and loads).
+// ---------------------------------------------------------------------------
+#define C8(i) "+f"(c[i]), "+f"(c[i + 1]), "+f"(c[i + 2]), "+f"(c[i + 3]), "+f"(c[i + 4]), "+f"(c[i + 5]), \
+              "+f"(c[i + 6]), "+f"(c[i + 7])
+// c += a . B, one wgmma.m64n<2 NA>k8 tf32 (A: 4 registers per thread as mma.sync's m16n8k8 A fragment
+// of warp w's rows 16w..16w+15; B: smem descriptor). Issued asynchronously: see wg_commit / wg_wait.
+__device__ __forceinline__ void wgmma_tf32(float (&c)[128], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %133, 0; wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, {%128, %129, %130, %131}, %132, p, 1, 1; }"
+      : C8(0), C8(8), C8(16), C8(24), C8(32), C8(40), C8(48), C8(56), C8(64), C8(72), C8(80), C8(88), C8(96), C8(104), C8(112), C8(120)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
+__device__ __forceinline__ void wgmma_tf32(float (&c)[56], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %61, 0; wgmma.mma_async.sync.aligned.m64n112k8.f32.tf32.tf32 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55"
+      "}, {%56, %57, %58, %59}, %60, p, 1, 1; }"
+      : C8(0), C8(8), C8(16), C8(24), C8(32), C8(40), C8(48)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
+__device__ __forceinline__ void wgmma_tf32(float (&c)[32], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0; wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1; }"
+      : C8(0), C8(8), C8(16), C8(24)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
+#undef C8
+__device__ __forceinline__ void wg_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+template <int P> __device__ __forceinline__ void wg_wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(P) : "memory");
+#endif
+}
+// The compiler must neither move nor reuse these registers across an in-flight wgmma.
+template <int N> __device__ __forceinline__ void keep(float (&c)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(c[i]) :: "memory");
+}
+__device__ __forceinline__ void keep(uint32_t (&a)[2][2][4]) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) asm volatile("" : "+r"(a[i / 8][(i / 4) % 2][i % 4]) :: "memory");
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+}
+
+namespace wg {
+constexpr int BK = 16;                    // K per chunk: one 64-byte swizzled row of TF32 per weight row
+constexpr int ROWB = BK * 4;              // bytes per weight row in a chunk
+constexpr int XLD = BK + 4;               // padded x row in a layer-1 stage: conflict-free fragment loads
+constexpr int ZLD = L + 4;                // padded z row
+constexpr int N1 = H, N2 = 2 * L, N3 = 64, N4 = 112;   // columns per pass of layers 1-4
+constexpr int S1 = 4, S2 = 5;             // stages: layer 1, layers 2-4
+static_assert(D % BK == 0 && H % BK == 0 && L % BK == 0, "whole K-chunks");
+static_assert(H % N3 == 0 && D % N4 == 0 && N4 % 8 == 0, "whole passes");
+
+// Byte offset of 16-byte unit u (k = 4u..4u+3) of weight row n in a chunk: 64-byte rows, the
+// hardware's 64-byte swizzle (address bits 4-5 ^= bits 7-8), so a 512-byte-aligned chunk base.
+__device__ __forceinline__ uint32_t b_unit(int n, int u) { return n * ROWB + ((u ^ ((n >> 1) & 3)) << 4); }
+// Descriptor of k-step j (8 k) of a chunk part at smem address `base`: K-major, 64-byte swizzle,
+// 8-row groups every 512 bytes (SBO), LBO unused.
+__device__ __forceinline__ uint64_t b_desc(uint32_t base, int j) {
+  const uint32_t s = base + 32 * j;
+  return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(8 * ROWB >> 4) << 32) | ((uint64_t)2 << 62);
+}
+// ACT (BM x H fp32, h then d): element (r, k) at r H + (k ^ 4 (r % 8)), so fragment loads
+// (8 rows x 4 columns per warp) and the epilogues' float2 stores hit 32 distinct banks.
+__device__ __forceinline__ int act_at(int r, int k) { return r * H + (k ^ ((r & 7) << 2)); }
+}  // namespace wg
+
+template <int BM>
+struct WgSmem {   // bytes
+  static constexpr int WGS = BM / 64;
+  static constexpr int X1 = (BM * wg::XLD * 4 + 1023) / 1024 * 1024;   // layer-1 stage: x chunk,
+  static constexpr int B1 = wg::N1 * wg::ROWB;                          // We chunk (raw, then big), small
+  static constexpr int STAGE1 = X1 + 2 * B1;
+  static constexpr int B2 = wg::N4 * wg::ROWB;                          // layers 2-4: W chunk, small
+  static constexpr int STAGE2 = 2 * B2;
+  static constexpr int ACT = 0;                       // BM x H floats; layer 1's stages alias it
+  static constexpr int STG2 = ACT + BM * H * 4;       // layers 2-4 stages
+  static constexpr int Z = STG2 + wg::S2 * STAGE2;    // BM x ZLD floats
+  static constexpr int END = Z + BM * wg::ZLD * 4;
+  static constexpr int BYTES = (END > wg::S1 * STAGE1 ? END : wg::S1 * STAGE1) + 1024;   // + alignment slack
+  static_assert(B1 % 1024 == 0 && B2 % 1024 == 0 && STG2 % 1024 == 0, "chunk parts 512-byte aligned (swizzle)");
+  static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
+};
+
+// One layer's chunk stream: NCH chunks, a pass every PASS chunks (epilogue; the next pass's first
+// wgmma overwrites the accumulator).
+// load_b(c, stage): issue chunk c's copies (no commit); part(stage): byte offset of the stage's
+// big part (small follows at +SMALL); a_at(c, r, k): the A element of row r (block-local) and
+// k-offset k (0..15) of chunk c; epi(pass, acc).
+template <int NCH, int PASS, int S, int NACC, int STAGE, int BPART, int SMALL, class LoadB, class AAt, class Epi>
+__device__ __forceinline__ void wg_layer(uint8_t* sm, uint32_t sm_s, int threads, LoadB load_b, AAt a_at, Epi epi) {
+  constexpr int PD = S - 2;
+  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, q = lane & 3;
+  const int r0 = 64 * (tid / 128) + 16 * ((tid / 32) % 4) + g;   // this thread's A rows r0, r0 + 8
+  float acc[NACC];   // written only by wgmma (a pass's first product overwrites it): no register moves
+  uint32_t a[2][2][2][4];   // [set][big|small][k-step][fragment]
+#pragma unroll
+  for (int c = 0; c < PD; ++c) {
+    if (c < NCH) load_b(c, c);
+    cp_async_commit();
+  }
+  auto body = [&](int c, uint32_t (&cur)[2][2][4], uint32_t (&prev)[2][2][4]) {
+    const int st = c % S;
+    cp_async_wait<PD - 1>();
+    __syncthreads();   // chunk c's copies visible; chunk c - 2's wgmma done in every warpgroup
+#ifndef VAE_WG_NO_SPLIT   // dev: the split pass's cost (wrong results)
+    {   // split the weight chunk in place: big over the raw copy, small beside it
+      uint8_t* big = sm + st * STAGE + BPART;
+      for (int e = tid; e < SMALL / 16; e += threads) {
+        float4 v = *reinterpret_cast<float4*>(big + 16 * e);
+        uint32_t b0, b1, b2, b3, s0, s1, s2, s3;
+        split(v.x, b0, s0); split(v.y, b1, s1); split(v.z, b2, s2); split(v.w, b3, s3);
+        *reinterpret_cast<uint4*>(big + 16 * e) = make_uint4(b0, b1, b2, b3);
+        *reinterpret_cast<uint4*>(big + SMALL + 16 * e) = make_uint4(s0, s1, s2, s3);
+      }
+    }
+#endif
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy writes -> wgmma reads
+    __syncthreads();
+    if (c + PD < NCH) load_b(c + PD, (c + PD) % S);
+    cp_async_commit();   // (empty groups keep the count in step)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      split(a_at(c, r0, 8 * j + q), cur[0][j][0], cur[1][j][0]);
+      split(a_at(c, r0 + 8, 8 * j + q), cur[0][j][1], cur[1][j][1]);
+      split(a_at(c, r0, 8 * j + q + 4), cur[0][j][2], cur[1][j][2]);
+      split(a_at(c, r0 + 8, 8 * j + q + 4), cur[0][j][3], cur[1][j][3]);
+    }
+    const uint32_t big = sm_s + st * STAGE + BPART;
+    wg_fence();
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const uint64_t db = wg::b_desc(big, j), ds = wg::b_desc(big + SMALL, j);
+      wgmma_tf32(acc, cur[1][j], db, j > 0 || c % PASS != 0);   // small * big (a pass starts at 0)
+      wgmma_tf32(acc, cur[0][j], ds, 1);                            // big * small
+      wgmma_tf32(acc, cur[0][j], db, 1);                            // big * big
+    }
+    wg_commit();
+    wg_wait<1>();   // chunk c - 1's wgmma are done: their A registers (prev) may be rewritten
+    keep(prev);
+  };
+  // Per pass: two bodies per trip, the register sets alternating, an odd first chunk peeled; the
+  // epilogue outside the chunk loop. (A body or an epilogue under a runtime condition inside the
+  // loop makes ptxas wait for every wgmma at the loop's end: C7517 in the -Xptxas -v output.)
+#pragma unroll 1
+  for (int p = 0; p < NCH / PASS; ++p) {
+    const int c0 = p * PASS;
+    if constexpr (PASS % 2 == 1) body(c0, a[1], a[0]);
+#pragma unroll 1
+    for (int i = PASS % 2; i < PASS; i += 2) {
+      body(c0 + i, a[0], a[1]);
+      body(c0 + i + 1, a[1], a[0]);
+    }
+    wg_wait<0>();
+    keep(acc);
+    epi(p, acc);
+  }
+  cp_async_wait<0>();
+  __syncthreads();   // every warpgroup is done with this layer's stages
+}
+
+// Thread's accumulator entry i of an m64nN tile: row 16 w + g + 8 ((i >> 1) & 1) of its warpgroup's
+// 64, column 8 (i >> 2) + 2 q + (i & 1).
+__device__ __forceinline__ int acc_row(int i) { return ((i >> 1) & 1) * 8; }
+__device__ __forceinline__ int acc_col(int i, int q) { return 8 * (i >> 2) + 2 * q + (i & 1); }
+
+template <int BM>
+__global__ void __launch_bounds__(2 * BM, 1)
+vae_elbo_kernel_wg(const float* __restrict__ x,
+                   const float* __restrict__ We, const float* __restrict__ be,
+                   const float* __restrict__ Wmu, const float* __restrict__ bmu,
+                   const float* __restrict__ Wlv, const float* __restrict__ blv,
+                   const float* __restrict__ W1, const float* __restrict__ b1,
+                   const float* __restrict__ W2, const float* __restrict__ b2,
+                   float* __restrict__ out, int B, Noise noise) {
+  using S = WgSmem<BM>;
+  constexpr int THR = 2 * BM;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* sm = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const uint32_t sm_s = smem_u32(sm);
+  float* act = reinterpret_cast<float*>(sm + S::ACT);
+  float* zs = reinterpret_cast<float*>(sm + S::Z);
+  const int tid = threadIdx.x, lane = tid & 31, q = lane & 3;
+  const int rw = 64 * (tid / 128) + 16 * ((tid / 32) % 4) + (lane >> 2);   // rows rw, rw + 8 of the block
+  const int row0 = blockIdx.x * BM;
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if (tid == 0) __trap();   // built without sm_90a: no wgmma
+#endif
+  float kl[2] = {0.f, 0.f}, recon[2] = {0.f, 0.f};   // this thread's partial sums of rows rw, rw + 8
+#ifdef VAE_PROFILE
+  long long prof[6];
+#endif
+  PROF(0);
+
+  // ---- layer 1: h = relu(x We^T + be) -> ACT
+  {
+    auto load_b = [&](int c, int st) {
+      const uint32_t base = sm_s + st * S::STAGE1;
+      const int k0 = c * wg::BK;
+      for (int e = tid; e < BM * 4; e += THR) {
+        const int m = e >> 2, u = e & 3, row = row0 + m;
+        const bool ok = row < B;
+        cp_async16(base + (m * wg::XLD + 4 * u) * 4, x + (ok ? (size_t)row * D + k0 + 4 * u : 0), ok);
+      }
+      for (int e = tid; e < wg::N1 * 4; e += THR) {
+        const int n = e >> 2, u = e & 3;
+        cp_async16(base + S::X1 + wg::b_unit(n, u), We + (size_t)n * D + k0 + 4 * u, true);
+      }
+    };
+    auto a_at = [&](int c, int r, int k) {
+      return reinterpret_cast<const float*>(sm + (c % wg::S1) * S::STAGE1)[r * wg::XLD + k];
+    };
+    auto epi = [&](int, float (&acc)[wg::N1 / 2]) {
+      __syncthreads();   // ACT aliases the stages: every warpgroup's last wgmma is done
+#pragma unroll
+      for (int i = 0; i < wg::N1 / 2; i += 2) {
+        const int r = rw + acc_row(i), k = acc_col(i, q);
+        const float2 bias = __ldg(reinterpret_cast<const float2*>(be + k));
+        *reinterpret_cast<float2*>(act + wg::act_at(r, k)) =
+            make_float2(fmaxf(acc[i] + bias.x, 0.f), fmaxf(acc[i + 1] + bias.y, 0.f));
+      }
+    };
+    wg_layer<D / wg::BK, D / wg::BK, wg::S1, wg::N1 / 2, S::STAGE1, S::X1, S::B1>(sm, sm_s, THR, load_b, a_at, epi);
+  }
+
+  PROF(1);
+  // ---- layer 2: mu | logvar = h [Wmu; Wlv]^T + b; z = mu + exp(logvar / 2) eps -> Z; KL per row
+  {
+    auto load_b = [&](int c, int st) {
+      const uint32_t base = sm_s + S::STG2 + st * S::STAGE2;
+      const int k0 = c * wg::BK;
+      for (int e = tid; e < wg::N2 * 4; e += THR) {
+        const int n = e >> 2, u = e & 3;
+        const float* w = n < L ? Wmu + (size_t)n * H : Wlv + (size_t)(n - L) * H;
+        cp_async16(base + wg::b_unit(n, u), w + k0 + 4 * u, true);
+      }
+    };
+    auto a_at = [&](int c, int r, int k) { return act[wg::act_at(r, c * wg::BK + k)]; };
+    auto epi = [&](int, float (&acc)[wg::N2 / 2]) {
+      const NoiseDraw draw = noise_source(noise);
+#pragma unroll
+      for (int i = 0; i < wg::N2 / 4; ++i) {   // entries i < 16: mu (columns < 32); i + 16: logvar, same j
+        const int r = rw + acc_row(i), j = acc_col(i, q), row = row0 + r;
+        const float mu = acc[i] + __ldg(bmu + j), lv = acc[i + wg::N2 / 4] + __ldg(blv + j);
+        const float eps = row < B ? draw((uint64_t)row * L + j) : 0.f;
+        zs[r * wg::ZLD + j] = __fadd_rn(mu, __fmul_rn(expf(__fmul_rn(0.5f, lv)), eps));
+        kl[(i >> 1) & 1] += __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv));
+      }
+    };
+    wg_layer<H / wg::BK, H / wg::BK, wg::S2, wg::N2 / 2, S::STAGE2, S::STG2, S::B2>(sm, sm_s, THR, load_b, a_at, epi);
+  }
+
+  PROF(2);
+  // ---- layer 3: d = relu(z W1^T + b1) -> ACT, 4 passes of 64 units
+  {
+    constexpr int KC = L / wg::BK;
+    auto load_b = [&](int c, int st) {
+      const uint32_t base = sm_s + S::STG2 + st * S::STAGE2;
+      const int n0 = (c / KC) * wg::N3, k0 = (c % KC) * wg::BK;
+      for (int e = tid; e < wg::N3 * 4; e += THR) {
+        const int n = e >> 2, u = e & 3;
+        cp_async16(base + wg::b_unit(n, u), W1 + (size_t)(n0 + n) * L + k0 + 4 * u, true);
+      }
+    };
+    auto a_at = [&](int c, int r, int k) { return zs[r * wg::ZLD + (c % KC) * wg::BK + k]; };
+    auto epi = [&](int p, float (&acc)[wg::N3 / 2]) {
+#pragma unroll
+      for (int i = 0; i < wg::N3 / 2; i += 2) {
+        const int r = rw + acc_row(i), k = p * wg::N3 + acc_col(i, q);
+        const float2 bias = __ldg(reinterpret_cast<const float2*>(b1 + k));
+        *reinterpret_cast<float2*>(act + wg::act_at(r, k)) =
+            make_float2(fmaxf(acc[i] + bias.x, 0.f), fmaxf(acc[i + 1] + bias.y, 0.f));
+      }
+    };
+    wg_layer<(H / wg::N3) * KC, KC, wg::S2, wg::N3 / 2, S::STAGE2, S::STG2, S::B2>(sm, sm_s, THR, load_b, a_at, epi);
+  }
+
+  PROF(3);
+  // ---- layer 4: logits = d W2^T + b2, 7 passes of 112 pixels; BCE against x, row sums
+  {
+    constexpr int KC = H / wg::BK;
+    auto load_b = [&](int c, int st) {
+      const uint32_t base = sm_s + S::STG2 + st * S::STAGE2;
+      const int n0 = (c / KC) * wg::N4, k0 = (c % KC) * wg::BK;
+      for (int e = tid; e < wg::N4 * 4; e += THR) {
+        const int n = e >> 2, u = e & 3;
+        cp_async16(base + wg::b_unit(n, u), W2 + (size_t)(n0 + n) * H + k0 + 4 * u, true);
+      }
+    };
+    auto a_at = [&](int c, int r, int k) { return act[wg::act_at(r, (c % KC) * wg::BK + k)]; };
+    auto epi = [&](int p, float (&acc)[wg::N4 / 2]) {
+#pragma unroll
+      for (int i = 0; i < wg::N4 / 2; i += 2) {
+        const int r = rw + acc_row(i), px = p * wg::N4 + acc_col(i, q), row = row0 + r;
+#ifdef VAE_WG_CHEAP_EPI   // dev: the epilogue's cost (wrong results)
+        recon[(i >> 1) & 1] += acc[i] + acc[i + 1];
+        (void)row;
+#else
+        if (row < B) {
+          const float2 xv = __ldg(reinterpret_cast<const float2*>(x + (size_t)row * D + px));
+          const float2 bias = __ldg(reinterpret_cast<const float2*>(b2 + px));
+          recon[(i >> 1) & 1] += bce_term(acc[i] + bias.x, xv.x) + bce_term(acc[i + 1] + bias.y, xv.y);
+        }
+#endif
+      }
+    };
+    wg_layer<(D / wg::N4) * KC, KC, wg::S2, wg::N4 / 2, S::STAGE2, S::STG2, S::B2>(sm, sm_s, THR, load_b, a_at, epi);
+  }
+
+  PROF(4);
+#ifdef VAE_PROFILE
+  if (tid == 0 && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1))
+    printf("prof wg B=%d block %d: layer1 %lld layer2 %lld layer3 %lld layer4 %lld cycles\n", B, (int)blockIdx.x,
+           prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3]);
+#endif
+  // ---- row sums over the 4 lanes that share a row (fixed butterfly), outputs
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+      recon[h] += __shfl_xor_sync(0xffffffffu, recon[h], o);
+      kl[h] += __shfl_xor_sync(0xffffffffu, kl[h], o);
+    }
+    const int row = row0 + rw + 8 * h;
+    if (q == 0 && row < B) {
+      const float k = -0.5f * kl[h];
+      out[row] = -(recon[h] + k);
+      out[(size_t)B + row] = recon[h];
+      out[2 * (size_t)B + row] = k;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Host side
 // ---------------------------------------------------------------------------
 #ifndef VAE_EPS_INPUT
@@ -1037,8 +1412,9 @@ static Params check_inputs(const at::Tensor& x, const at::Tensor& We, const at::
   check_param(W2, "decoder[2].weight", D, H, dev);
   check_param(b2, "decoder[2].bias", D, -1, dev);
   TORCH_CHECK(rows_per_tile == 0 || rows_per_tile == 8 || rows_per_tile == 9 || rows_per_tile == 16 ||
-              rows_per_tile == 32 || rows_per_tile == 64,
-              "vae_forward: rows_per_tile must be 0 (auto), 8, 9 or 16 (cluster kernel), 32 or 64 (block-tile kernel)");
+              rows_per_tile == 32 || rows_per_tile == 64 || rows_per_tile == 128,
+              "vae_forward: rows_per_tile must be 0 (auto), 8, 9 or 16 (cluster kernel), 32 or 64 (block-tile kernel), "
+              "128 (tensor-core kernel)");
   return {{We.data_ptr<float>(), be.data_ptr<float>(), Wmu.data_ptr<float>(), bmu.data_ptr<float>(),
            Wlv.data_ptr<float>(), blv.data_ptr<float>(), W1.data_ptr<float>(), b1.data_ptr<float>(),
            W2.data_ptr<float>(), b2.data_ptr<float>()}};
@@ -1106,7 +1482,7 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
   const float* xp = x.data_ptr<float>();
   float* op = out.data_ptr<float>();
   const int Bi = (int)B;
-  static bool conf8[64], conf9[64], conf16[64], conf32[64], conf64[64];
+  static bool conf8[64], conf9[64], conf16[64], conf32[64], conf64[64], conf128[64];
   switch (R) {
     case 8:  launch(vae_elbo_kernel<8>, Smem<8>::BYTES, (int)((B + 7) / 8) * CLUSTER, THREADS, conf8,
                     xp, w, op, Bi, noise, stream, dv); break;
@@ -1116,7 +1492,9 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
                     xp, w, op, Bi, noise, stream, dv); break;
     case 32: launch(vae_elbo_kernel_tile<32>, TileSmem<32>::BYTES, (int)((B + 31) / 32), TT, conf32,
                     xp, w, op, Bi, noise, stream, dv); break;
-    default: launch(vae_elbo_kernel_tile<64>, TileSmem<64>::BYTES, (int)((B + 63) / 64), TT, conf64,
+    case 64: launch(vae_elbo_kernel_tile<64>, TileSmem<64>::BYTES, (int)((B + 63) / 64), TT, conf64,
+                    xp, w, op, Bi, noise, stream, dv); break;
+    default: launch(vae_elbo_kernel_wg<128>, WgSmem<128>::BYTES, (int)((B + 127) / 128), 256, conf128,
                     xp, w, op, Bi, noise, stream, dv); break;
   }
 }
@@ -1193,16 +1571,16 @@ CPP_DECL_EPS = (
 def _build():
     # The kernel uses sm_90 features (clusters, bulk copy): build for sm_90 only.
     saved = os.environ.get("TORCH_CUDA_ARCH_LIST")
-    os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
+    os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0a"
     try:
         extra = os.environ.get("VAE_EXTRA_CUDA_FLAGS", "").split()   # dev variants, see tools/kernel_dev.py
         suffix = "_" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8] if extra else ""
         return load_inline(
-            name="vae_elbo_fused_v7" + suffix,
+            name="vae_elbo_fused_v8" + suffix,
             cpp_sources=CPP_DECL,
             cuda_sources=CUDA_SRC,
             functions=["vae_forward", "draw_noise"],
-            extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"] + extra,
+            extra_cuda_cflags=["-O3"] + extra,
             verbose=False,
         )
     finally:

@@ -102,8 +102,9 @@ def test_matches_reference(B, seed):
     assert torch.equal(torch.cuda.get_rng_state(), state_ref)
 
 
-# rows_per_tile: 8, 9, 16 = cluster kernel rows per cluster; 32, 64 = block-tile kernel rows per block
-TILES = [8, 9, 16, 32, 64]
+# rows_per_tile: 8, 9, 16 = cluster kernel rows per cluster; 32, 64 = block-tile kernel rows per block;
+# 128 = tensor-core (wgmma) kernel rows per block
+TILES = [8, 9, 16, 32, 64, 128]
 
 
 @pytest.mark.gpu
@@ -127,7 +128,8 @@ def test_bad_rows_per_tile_raises():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("B, rows_per_tile", [(7, 0), (128, 0), (1000, 0), (1000, 32), (1000, 64)])
+@pytest.mark.parametrize("B, rows_per_tile", [(7, 0), (128, 0), (1000, 0), (1000, 32), (1000, 64), (1000, 128),
+                                              (16384, 128)])
 def test_error_vs_float64_truth(B, rows_per_tile):
     ref, new = _models(seed=B)
     x = torch.rand(B, D, device="cuda")
@@ -143,7 +145,7 @@ def test_error_vs_float64_truth(B, rows_per_tile):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows_per_tile", [16, 64])
+@pytest.mark.parametrize("rows_per_tile", [16, 64, 128])
 @pytest.mark.parametrize("B", [7, 129])
 def test_saturated_logits_and_binary_x(B, rows_per_tile):
     ref, new = _models(seed=B)
@@ -277,7 +279,7 @@ def test_forward_in_cuda_graph(B):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows_per_tile", [0, 16, 64])
+@pytest.mark.parametrize("rows_per_tile", [0, 16, 64, 128])
 @pytest.mark.parametrize("B", [128, 16384])
 def test_one_kernel_per_forward(B, rows_per_tile):
     _, new = _models()

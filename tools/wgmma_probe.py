@@ -24,34 +24,35 @@ from torch.utils.cpp_extension import load_inline
 from gemm_probe import encoder_gemm_table
 from tf32_mma import HELPERS
 
-ACC = 128   # m64n256 f32 accumulator registers per thread
 
 
-def _wgmma_asm() -> str:
-    """One wgmma.m64n256k8 tf32 with A from 4 registers and B from a descriptor, accumulating."""
-    d = ", ".join(f"%{i}" for i in range(ACC))
-    outs = ", ".join(f'"+f"(c[{i}])' for i in range(ACC))
+
+def _wgmma_asm(n: int) -> str:
+    """One wgmma.m64n<n>k8 tf32 with A from 4 registers and B from a descriptor, accumulating."""
+    acc = n // 2
+    d = ", ".join(f"%{i}" for i in range(acc))
+    outs = ", ".join(f'"+f"(c[{i}])' for i in range(acc))
     return (
-        "__device__ __forceinline__ void wgmma_tf32(float (&c)[%d], const uint32_t (&a)[4], uint64_t desc) {\n"
+        "__device__ __forceinline__ void wgmma_tf32(float (&c)[%d], const uint32_t (&a)[4], uint64_t desc, int acc = 1) {\n"
         "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)\n"
         '  asm volatile("{ .reg .pred p; setp.ne.b32 p, %%%d, 0; "\n'
-        '               "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {%s}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1; }"\n'
+        '               "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 {%s}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1; }"\n'
         "               : %s\n"
-        '               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));\n'
+        '               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));\n'
         "#endif\n"
-        "}\n" % (ACC, ACC + 5, d, ACC, ACC + 1, ACC + 2, ACC + 3, ACC + 4, outs))
+        "}\n" % (acc, acc + 5, n, d, acc, acc + 1, acc + 2, acc + 3, acc + 4, outs))
 
+
+# (swizzle bytes, rows per block, columns per warpgroup, wgmma groups left in flight, promote): promote = 1
+# starts each K-chunk's wgmma accumulator at zero and adds it into fp32 registers after the chunk (the
+# tensor core's own accumulation keeps fewer bits than fp32: see the error column)
+VARIANTS = [(0, 128, 256, 0, 0), (64, 128, 256, 1, 0), (64, 64, 128, 1, 0), (64, 64, 128, 0, 0), (64, 64, 128, 0, 1)]
 
 SRC = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
-""" + HELPERS + _wgmma_asm() + r"""
-constexpr int K = 784, N = 256, BM = 128, BK = 16, STAGES = 4, THREADS = 256;
-constexpr int XLD = BK + 4;                         // padded x row in smem: conflict-free fragment loads
-constexpr int X_STAGE = BM * XLD;                   // floats
-constexpr int B_PART = (BK / 8) * 8 * N;            // floats: one part (big or small) of a K-chunk of We
-constexpr int STAGE = X_STAGE + 2 * B_PART;         // floats per stage
-static_assert(K % BK == 0 && BK % 8 == 0, "whole k-steps and chunks");
+""" + HELPERS + _wgmma_asm(256) + _wgmma_asm(128) + r"""
+constexpr int K = 784, N = 256;
 
 __device__ __forceinline__ void wg_fence() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -63,103 +64,183 @@ __device__ __forceinline__ void wg_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void wg_wait0() {
+template <int P> __device__ __forceinline__ void wg_wait() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(P) : "memory");
 #endif
-}
-// smem matrix descriptor, no swizzle: start >> 4 (bits 0-13), LBO >> 4 (16-29), SBO >> 4 (32-45)
-__device__ __forceinline__ uint64_t desc_noswizzle(const void* p, uint32_t lbo, uint32_t sbo) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32);
 }
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
   const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
-// We element (n, k) of a K-chunk in the canonical K-major no-swizzle layout (floats from the part's start)
-__device__ __forceinline__ int b_offset(int n, int k) {
-  return (k / 8) * 8 * N + ((k % 8) / 4) * 4 * N + (n / 8) * 32 + (n % 8) * 4 + (k % 4);
-}
-
-__global__ void __launch_bounds__(THREADS, 1) gemm_wgmma_k(const float* __restrict__ x, const float* __restrict__ wbig,
-                                                           const float* __restrict__ wsmall, float* __restrict__ h, int B) {
-  extern __shared__ __align__(1024) float sm[];
-  const int tid = threadIdx.x, wg = tid / 128, w = (tid / 32) % 4, lane = tid & 31, g = lane >> 2, q = lane & 3;
-  const int row0 = blockIdx.x * BM;
-  auto load = [&](int kc, int s) {   // K-chunk kc into stage s: x rows (4 x 16 B per row), both We parts
-    float* st = sm + s * STAGE;
-    const int k0 = kc * BK;
-    for (int e = tid; e < BM * (BK / 4); e += THREADS) {
-      const int m = e / (BK / 4), c4 = e % (BK / 4), row = row0 + m;
-      cp_async16(st + m * XLD + 4 * c4, x + (size_t)min(row, B - 1) * K + k0 + 4 * c4, row < B);
+// ---- variant kernel: template on swizzle (0 / 64 / 128 bytes), rows BM, columns per warpgroup WN, wait depth
+template <int SWB> struct Sw {
+  static constexpr int BK = SWB == 128 ? 32 : 16;            // K per chunk: one swizzle row of tf32
+  static constexpr int RB = BK * 4;                            // bytes per W row in a chunk
+  static constexpr uint64_t TYPE = SWB == 128 ? 1 : SWB == 64 ? 2 : 0;
+  static constexpr uint32_t MASK = SWB == 128 ? 7 : 3;
+  // byte offset of (n, k) in a chunk part: rows of RB bytes, 16-byte units XOR-ed by address bits 7..
+  __device__ static __forceinline__ uint32_t off(int n, int k) {
+    if (SWB == 0) return ((k / 8) * 8 * N + ((k % 8) / 4) * 4 * N + (n / 8) * 32 + (n % 8) * 4 + (k % 4)) * 4;
+    const uint32_t o = n * RB + k * 4;
+    return o ^ (((o >> 7) & MASK) << 4);
+  }
+  __device__ static __forceinline__ uint64_t desc(const void* p, int j, int n0) {   // k-step j, rows from n0
+    const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+    if (SWB == 0) {
+      const uint32_t s = a + (j * 8 * N + (n0 / 8) * 32) * 4;
+      return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)((16 * N) >> 4) << 16) | ((uint64_t)(128 >> 4) << 32);
     }
-    for (int e = tid; e < N * (BK / 4); e += THREADS) {
-      const int n = e / (BK / 4), c4 = e % (BK / 4), off = b_offset(n, 4 * c4);
-      cp_async16(st + X_STAGE + off, wbig + (size_t)n * K + k0 + 4 * c4, true);
-      cp_async16(st + X_STAGE + B_PART + off, wsmall + (size_t)n * K + k0 + 4 * c4, true);
+    const uint32_t s = a + n0 * RB + 32 * j;
+    return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)((8 * RB) >> 4) << 32) | (TYPE << 62);
+  }
+};
+
+template <int SWB, int BM, int WN, int WAIT, int PROMOTE = 0>
+struct Cfg {
+  static constexpr int BK = Sw<SWB>::BK, XLD = BK + 4, WGS = (BM / 64) * (N / WN), THREADS = 128 * WGS;
+  static constexpr int X_STAGE = BM * XLD * 4;                 // bytes
+  static constexpr int B_PART = N * BK * 4;
+  static constexpr int STAGE = ((X_STAGE + 1023) / 1024) * 1024 + 2 * B_PART;
+  static constexpr int STAGES_FIT = (220 * 1024) / STAGE;
+  static constexpr int STAGES = STAGES_FIT > 4 ? 4 : STAGES_FIT;
+  static constexpr int PD = WAIT == 0 ? STAGES - 1 : STAGES - 2;   // chunks loaded ahead
+  static constexpr int CHUNKS = (K + BK - 1) / BK;
+  static constexpr size_t SMEM = (size_t)STAGES * STAGE + 1024;
+  static_assert(PD >= 1, "room to prefetch");
+};
+
+template <int SWB, int BM, int WN, int WAIT, int PROMOTE>
+__global__ void __launch_bounds__(Cfg<SWB, BM, WN, WAIT>::THREADS, 1)
+gemm_v_k(const float* __restrict__ x, const float* __restrict__ wbig, const float* __restrict__ wsmall,
+         float* __restrict__ h, int B) {
+  using C = Cfg<SWB, BM, WN, WAIT>;
+  using S = Sw<SWB>;
+  constexpr int BK = C::BK, NACC = WN / 2;
+  extern __shared__ uint8_t smraw[];
+  uint8_t* sm = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smraw) + 1023) & ~uintptr_t(1023));
+  const int tid = threadIdx.x, wg = tid / 128, w = (tid / 32) % 4, lane = tid & 31, g = lane >> 2, q = lane & 3;
+  const int mw = wg % (BM / 64), nw = wg / (BM / 64);   // this warpgroup's 64-row block and WN-column block
+  const int row0 = blockIdx.x * BM;
+  auto load = [&](int kc, int s) {
+    uint8_t* st = sm + s * C::STAGE;
+    const int k0 = kc * BK;
+    for (int e = tid; e < BM * (BK / 4); e += C::THREADS) {
+      const int m = e / (BK / 4), c4 = e % (BK / 4), row = row0 + m;
+      const bool ok = row < B && k0 + 4 * c4 < K;
+      cp_async16(st + (m * C::XLD + 4 * c4) * 4, x + (ok ? (size_t)row * K + k0 + 4 * c4 : 0), ok);
+    }
+    uint8_t* bb = st + ((C::X_STAGE + 1023) / 1024) * 1024;
+    for (int e = tid; e < N * (BK / 4); e += C::THREADS) {
+      const int n = e / (BK / 4), c4 = e % (BK / 4);
+      const bool ok = k0 + 4 * c4 < K;
+      const uint32_t o = S::off(n, 4 * c4);
+      const size_t src = ok ? (size_t)n * K + k0 + 4 * c4 : 0;
+      cp_async16(bb + o, wbig + src, ok);
+      cp_async16(bb + C::B_PART + o, wsmall + src, ok);
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
-  float c[128];
+  float c[NACC], main_acc[PROMOTE ? NACC : 1];
 #pragma unroll
-  for (int i = 0; i < 128; ++i) c[i] = 0.f;
-  constexpr int CHUNKS = K / BK;
+  for (int i = 0; i < NACC; ++i) c[i] = 0.f;
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) load(s, s);
-#pragma unroll 1
-  for (int kc = 0; kc < CHUNKS; ++kc) {
-    asm volatile("cp.async.wait_group %0;" :: "n"(STAGES - 2) : "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // cp.async wrote it; wgmma reads it
-    __syncthreads();   // chunk kc landed for every thread; stage (kc - 1) % STAGES is free (its wgmmas waited)
-    if (kc + STAGES - 1 < CHUNKS) load(kc + STAGES - 1, (kc + STAGES - 1) % STAGES);
-    else asm volatile("cp.async.commit_group;" ::: "memory");   // keep the group count in step
-    const float* st = sm + (kc % STAGES) * STAGE;
-    // every A fragment of the chunk first: wgmma reads its A registers asynchronously, so none may be
-    // rewritten before the wait below
-    uint32_t ab[BK / 8][4], as[BK / 8][4];
+  for (int i = 0; i < (PROMOTE ? NACC : 1); ++i) main_acc[i] = 0.f;
+  uint32_t ab[2][BK / 8][4], as[2][BK / 8][4];
+  auto body = [&](int kc, uint32_t (&cb)[BK / 8][4], uint32_t (&cs)[BK / 8][4],
+                  uint32_t (&pb)[BK / 8][4], uint32_t (&ps)[BK / 8][4]) {
+    asm volatile("cp.async.wait_group %0;" :: "n"(C::PD - 1) : "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    if (kc + C::PD < C::CHUNKS) load(kc + C::PD, (kc + C::PD) % C::STAGES);
+    else asm volatile("cp.async.commit_group;" ::: "memory");
+    const uint8_t* st = sm + (kc % C::STAGES) * C::STAGE;
+    const float* xa = reinterpret_cast<const float*>(st);
 #pragma unroll
     for (int j = 0; j < BK / 8; ++j) {
-      const float* a = st + (64 * wg + 16 * w + g) * XLD + 8 * j + q;
-      split(a[0], ab[j][0], as[j][0]);
-      split(a[8 * XLD], ab[j][1], as[j][1]);
-      split(a[4], ab[j][2], as[j][2]);
-      split(a[8 * XLD + 4], ab[j][3], as[j][3]);
+      const float* a = xa + (64 * mw + 16 * w + g) * C::XLD + 8 * j + q;
+      split(a[0], cb[j][0], cs[j][0]);
+      split(a[8 * C::XLD], cb[j][1], cs[j][1]);
+      split(a[4], cb[j][2], cs[j][2]);
+      split(a[8 * C::XLD + 4], cb[j][3], cs[j][3]);
     }
+    const uint8_t* bb = st + ((C::X_STAGE + 1023) / 1024) * 1024;
     wg_fence();
 #pragma unroll
     for (int j = 0; j < BK / 8; ++j) {
-      const float* bb = st + X_STAGE + j * 8 * N;
-      const uint64_t dbig = desc_noswizzle(bb, 16 * N, 128), dsmall = desc_noswizzle(bb + B_PART, 16 * N, 128);
-      wgmma_tf32(c, as[j], dbig);     // small * big
-      wgmma_tf32(c, ab[j], dsmall);   // big * small
-      wgmma_tf32(c, ab[j], dbig);     // big * big
+      const uint64_t dbig = S::desc(bb, j, nw * WN), dsmall = S::desc(bb + C::B_PART, j, nw * WN);
+      wgmma_tf32(c, cs[j], dbig, PROMOTE && j == 0 ? 0 : 1);
+      wgmma_tf32(c, cb[j], dsmall);
+      wgmma_tf32(c, cb[j], dbig);
     }
     wg_commit();
-    wg_wait0();   // the A registers are free again, and the stage may be refilled after the next barrier
-  }
+    if (WAIT == 0) {
+      wg_wait<0>();
+      if (PROMOTE) {
 #pragma unroll
-  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(c[i]) :: "memory");
+        for (int i = 0; i < NACC; ++i) main_acc[i] += c[i];
+      }
+    } else {
+      wg_wait<1>();
+#pragma unroll
+      for (int j = 0; j < BK / 8; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(pb[j][i]), "+r"(ps[j][i]));   // kept until here
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < C::PD; ++s) load(s, s);
+#pragma unroll 1
+  for (int kc = 0; kc < C::CHUNKS; kc += 2) {
+    body(kc, ab[0], as[0], ab[1], as[1]);
+    if (kc + 1 < C::CHUNKS) body(kc + 1, ab[1], as[1], ab[0], as[0]);
+  }
+  wg_wait<0>();
+#pragma unroll
+  for (int i = 0; i < NACC; ++i) asm volatile("" : "+f"(c[i]) :: "memory");
+  if (PROMOTE) {
+#pragma unroll
+    for (int i = 0; i < NACC; ++i) c[i] = main_acc[i];
+  }
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #pragma unroll
-  for (int i = 0; i < 128; ++i) c[i] = __int_as_float(0x7fc00000);   // built without sm_90a: NaN, not silence
+  for (int i = 0; i < NACC; ++i) c[i] = __int_as_float(0x7fc00000);
 #endif
 #pragma unroll
-  for (int r = 0; r < 128; ++r) {
-    const int row = row0 + 64 * wg + 16 * w + g + 8 * ((r >> 1) & 1), col = 8 * (r >> 2) + 2 * q + (r & 1);
+  for (int r = 0; r < NACC; ++r) {
+    const int row = row0 + 64 * mw + 16 * w + g + 8 * ((r >> 1) & 1), col = nw * WN + 8 * (r >> 2) + 2 * q + (r & 1);
     if (row < B) h[(size_t)row * N + col] = c[r];
   }
 }
-
-void gemm_wgmma(torch::Tensor x, torch::Tensor wbig, torch::Tensor wsmall, torch::Tensor h) {
+template <int SWB, int BM, int WN, int WAIT, int PROMOTE>
+static void launch_v(torch::Tensor x, torch::Tensor wbig, torch::Tensor wsmall, torch::Tensor h) {
+  using C = Cfg<SWB, BM, WN, WAIT>;
   const int B = x.size(0);
-  const size_t smem = (size_t)STAGES * STAGE * sizeof(float);
-  C10_CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  gemm_wgmma_k<<<(B + BM - 1) / BM, THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
+  auto k = gemm_v_k<SWB, BM, WN, WAIT, PROMOTE>;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
+  k<<<(B + BM - 1) / BM, C::THREADS, C::SMEM, at::cuda::getCurrentCUDAStream()>>>(
       x.data_ptr<float>(), wbig.data_ptr<float>(), wsmall.data_ptr<float>(), h.data_ptr<float>(), B);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
+
+std::string describe(int64_t v) {
+  switch (v) {
+@@DESCRIBE@@
+  }
+  return "?";
+}
+
+void gemm_wgmma(torch::Tensor x, torch::Tensor wbig, torch::Tensor wsmall, torch::Tensor h, int64_t v) {
+  switch (v) {
+@@CASES@@
+  }
+}
 """
+SRC = SRC.replace("@@CASES@@", "\n".join(
+    f"    case {i}: launch_v<{a}, {b}, {c}, {d}, {e}>(x, wbig, wsmall, h); break;" for i, (a, b, c, d, e) in enumerate(VARIANTS)))
+SRC = SRC.replace("@@DESCRIBE@@", "\n".join(
+    f"    case {i}: return \"st=\" + std::to_string(Cfg<{a}, {b}, {c}, {d}>::STAGES);"
+    for i, (a, b, c, d, e) in enumerate(VARIANTS)))
 
 
 def tf32_round(t: torch.Tensor) -> torch.Tensor:
@@ -171,14 +252,17 @@ def tf32_round(t: torch.Tensor) -> torch.Tensor:
 
 def main():
     os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0a"   # wgmma needs the arch-specific target
-    ext = load_inline("wgmma_probe", "void gemm_wgmma(torch::Tensor x, torch::Tensor wbig, torch::Tensor wsmall, "
-                      "torch::Tensor h);", cuda_sources=SRC, functions=["gemm_wgmma"], extra_cuda_cflags=["-O3"])
+    ext = load_inline("wgmma_probe3", "void gemm_wgmma(torch::Tensor x, torch::Tensor wbig, torch::Tensor wsmall, "
+                      "torch::Tensor h, int64_t v);\nstd::string describe(int64_t v);", cuda_sources=SRC,
+                      functions=["gemm_wgmma", "describe"], extra_cuda_cflags=["-O3"])
     torch.manual_seed(0)
     w = torch.randn(256, 784, device="cuda") / 28   # about nn.Linear's init scale
     wbig = tf32_round(w)
     wsmall = tf32_round(w - wbig)
     encoder_gemm_table("h = x We^T, 784 -> 256, wgmma m64n256k8 3xTF32", lambda x, out: [
-        ("3xTF32 wgmma, BM=128", lambda: ext.gemm_wgmma(x, wbig, wsmall, out))], w)
+        (f"sw{sw} bm{bm} wn{wn} w{wt}{' pr' if pr else ''} {ext.describe(i)}",
+         lambda i=i: ext.gemm_wgmma(x, wbig, wsmall, out, i))
+        for i, (sw, bm, wn, wt, pr) in enumerate(VARIANTS)], w)
 
 
 if __name__ == "__main__":
