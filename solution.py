@@ -990,16 +990,15 @@ vae_elbo_kernel_tile(const float* __restrict__ x,
               "+f"(c[i + 6]), "+f"(c[i + 7])
 // c += a . B, one wgmma.m64n<2 NA>k8 tf32 (A: 4 registers per thread as mma.sync's m16n8k8 A fragment
 // of warp w's rows 16w..16w+15; B: smem descriptor). Issued asynchronously: see wg_commit / wg_wait.
-__device__ __forceinline__ void wgmma_tf32(float (&c)[128], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+// c += A . B with both operands in smem (descriptors): wgmma.m64n128k8 tf32 (layer 1).
+__device__ __forceinline__ void wgmma_ss(float (&c)[64], uint64_t da, uint64_t db, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("{ .reg .pred p; setp.ne.b32 p, %133, 0; wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {"
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0; wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-      "}, {%128, %129, %130, %131}, %132, p, 1, 1; }"
-      : C8(0), C8(8), C8(16), C8(24), C8(32), C8(40), C8(48), C8(56), C8(64), C8(72), C8(80), C8(88), C8(96), C8(104), C8(112), C8(120)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1; }"
+      : C8(0), C8(8), C8(16), C8(24), C8(32), C8(40), C8(48), C8(56)
+      : "l"(da), "l"(db), "r"(accumulate));
 #endif
 }
 __device__ __forceinline__ void wgmma_tf32(float (&c)[56], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
@@ -1057,9 +1056,8 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 namespace wg {
 constexpr int BK = 16;                    // K per chunk: one 64-byte swizzled row of TF32 per weight row
 constexpr int ROWB = BK * 4;              // bytes per weight row in a chunk
-constexpr int XLD = BK + 4;               // padded x row in a layer-1 stage: conflict-free fragment loads
 constexpr int ZLD = L + 4;                // padded z row
-constexpr int N1 = H, N2 = 2 * L, N3 = 64, N4 = 112;   // columns per pass of layers 1-4
+constexpr int N1 = H / 2, N2 = 2 * L, N3 = 64, N4 = 112;   // columns per pass of layers 1-4
 constexpr int S1 = 4, S2 = 5;             // stages: layer 1, layers 2-4
 static_assert(D % BK == 0 && H % BK == 0 && L % BK == 0, "whole K-chunks");
 static_assert(H % N3 == 0 && D % N4 == 0 && N4 % 8 == 0, "whole passes");
@@ -1073,52 +1071,64 @@ __device__ __forceinline__ uint64_t b_desc(uint32_t base, int j) {
   const uint32_t s = base + 32 * j;
   return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(8 * ROWB >> 4) << 32) | ((uint64_t)2 << 62);
 }
-// ACT (BM x H fp32, h then d): element (r, k) at r H + (k ^ 4 (r % 8)), so fragment loads
-// (8 rows x 4 columns per warp) and the epilogues' float2 stores hit 32 distinct banks.
-__device__ __forceinline__ int act_at(int r, int k) { return r * H + (k ^ ((r & 7) << 2)); }
+// ACT (BM x H fp32, h then d) in two halves of 128 columns (layer 1 writes them one pass at a time):
+// element (r, k) at (k / 128) 128 BM + 128 r + (k % 128 ^ 4 (r % 8)), so fragment loads (8 rows x
+// 4 columns per warp) and the epilogues' float2 stores hit 32 distinct banks.
+template <int BM> __device__ __forceinline__ int act_at(int r, int k) {
+  return (k >> 7) * (128 * BM) + r * 128 + ((k & 127) ^ ((r & 7) << 2));
+}
+template <bool V> struct Flag { static constexpr bool value = V; };
 }  // namespace wg
 
 template <int BM>
 struct WgSmem {   // bytes
-  static constexpr int WGS = BM / 64;
-  static constexpr int X1 = (BM * wg::XLD * 4 + 1023) / 1024 * 1024;   // layer-1 stage: x chunk,
-  static constexpr int B1 = wg::N1 * wg::ROWB;                          // We chunk (raw, then big), small
-  static constexpr int STAGE1 = X1 + 2 * B1;
-  static constexpr int B2 = wg::N4 * wg::ROWB;                          // layers 2-4: W chunk, small
+  static constexpr int ACT = 0;                       // BM x H floats (two halves of 128 columns)
+  static constexpr int XB = BM * wg::ROWB;            // layer-1 stage: x big | We big | x small | We small
+  static constexpr int WB = wg::N1 * wg::ROWB;
+  static constexpr int STAGE1 = 2 * (XB + WB);
+  static constexpr int STG1 = ACT + BM * 128 * 4;     // layer-1 stages: over ACT's second half (written last)
+  static constexpr int B2 = wg::N4 * wg::ROWB;        // layers 2-4 stage: W big | W small
   static constexpr int STAGE2 = 2 * B2;
-  static constexpr int ACT = 0;                       // BM x H floats; layer 1's stages alias it
-  static constexpr int STG2 = ACT + BM * H * 4;       // layers 2-4 stages
+  static constexpr int STG2 = ACT + BM * H * 4;       // layers 2-4 stages, after ACT
   static constexpr int Z = STG2 + wg::S2 * STAGE2;    // BM x ZLD floats
   static constexpr int END = Z + BM * wg::ZLD * 4;
-  static constexpr int BYTES = (END > wg::S1 * STAGE1 ? END : wg::S1 * STAGE1) + 1024;   // + alignment slack
-  static_assert(B1 % 1024 == 0 && B2 % 1024 == 0 && STG2 % 1024 == 0, "chunk parts 512-byte aligned (swizzle)");
+  static constexpr int END1 = STG1 + wg::S1 * STAGE1;
+  static constexpr int BYTES = (END > END1 ? END : END1) + 1024;   // + alignment slack
+  static_assert(XB % 1024 == 0 && WB % 1024 == 0 && B2 % 1024 == 0 && STG1 % 1024 == 0 && STG2 % 1024 == 0,
+                "operand blocks 512-byte aligned (swizzle)");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
 };
 
-// One layer's chunk stream: NCH chunks, a pass every PASS chunks (epilogue; the next pass's first
-// wgmma overwrites the accumulator).
-// load_b(c, stage): issue chunk c's copies (no commit); part(stage): byte offset of the stage's
-// big part (small follows at +SMALL); a_at(c, r, k): the A element of row r (block-local) and
-// k-offset k (0..15) of chunk c; epi(pass, acc).
-template <int NCH, int PASS, int S, int NACC, int STAGE, int BPART, int SMALL, class LoadB, class AAt, class Epi>
+// One layer's chunk stream: NCH chunks of K = 16, a pass of N = 2 NACC columns every PASS chunks.
+// Stage st lives at STG + st STAGE: its big region (SMALL bytes, split in place) then the small one;
+// the weights' big part at BOFF within it. SS: A also comes from the stage (rows in 64-byte swizzled
+// rows at the stage's start, split with the weights); else A is a_at(c, r, k) (fp32, split in registers).
+// Each chunk's wgmma start from zero and the chunk's sum is added into fp32 registers once done: the
+// tensor core's own accumulation keeps fewer bits than fp32 (6e-6 vs 4e-7 over K = 784, notes).
+// load_b(c, st): issue chunk c's copies (no commit); epi(pass, sum).
+template <int NCH, int PASS, int S, int NACC, int STG, int STAGE, int SMALL, int BOFF, bool SS,
+          class LoadB, class AAt, class Epi>
 __device__ __forceinline__ void wg_layer(uint8_t* sm, uint32_t sm_s, int threads, LoadB load_b, AAt a_at, Epi epi) {
   constexpr int PD = S - 2;
-  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, q = lane & 3;
-  const int r0 = 64 * (tid / 128) + 16 * ((tid / 32) % 4) + g;   // this thread's A rows r0, r0 + 8
-  float acc[NACC];   // written only by wgmma (a pass's first product overwrites it): no register moves
-  uint32_t a[2][2][2][4];   // [set][big|small][k-step][fragment]
+  static_assert(NCH % PASS == 0 && PASS >= 2 && PD >= 1, "whole passes, room to prefetch");
+  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, q = lane & 3, wgi = tid / 128;
+  const int r0 = 64 * wgi + 16 * ((tid / 32) % 4) + g;   // this thread's A rows r0, r0 + 8
+  float sum[NACC];          // the pass's fp32 sums
+  float acc[2][NACC];       // one chunk's products, written only by wgmma; chunks alternate
+  uint32_t a[2][2][2][4];   // RS: [set][big|small][k-step][fragment], sets alternate
 #pragma unroll
   for (int c = 0; c < PD; ++c) {
     if (c < NCH) load_b(c, c);
     cp_async_commit();
   }
-  auto body = [&](int c, uint32_t (&cur)[2][2][4], uint32_t (&prev)[2][2][4]) {
+  auto body = [&](int c, uint32_t (&cur)[2][2][4], uint32_t (&prev)[2][2][4], float (&ca)[NACC],
+                  float (&pa)[NACC], auto add_prev) {
     const int st = c % S;
     cp_async_wait<PD - 1>();
     __syncthreads();   // chunk c's copies visible; chunk c - 2's wgmma done in every warpgroup
 #ifndef VAE_WG_NO_SPLIT   // dev: the split pass's cost (wrong results)
-    {   // split the weight chunk in place: big over the raw copy, small beside it
-      uint8_t* big = sm + st * STAGE + BPART;
+    {   // split in place: big over the raw copy, small SMALL bytes further
+      uint8_t* big = sm + STG + st * STAGE;
       for (int e = tid; e < SMALL / 16; e += threads) {
         float4 v = *reinterpret_cast<float4*>(big + 16 * e);
         uint32_t b0, b1, b2, b3, s0, s1, s2, s3;
@@ -1132,41 +1142,61 @@ __device__ __forceinline__ void wg_layer(uint8_t* sm, uint32_t sm_s, int threads
     __syncthreads();
     if (c + PD < NCH) load_b(c + PD, (c + PD) % S);
     cp_async_commit();   // (empty groups keep the count in step)
+    if constexpr (!SS) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      split(a_at(c, r0, 8 * j + q), cur[0][j][0], cur[1][j][0]);
-      split(a_at(c, r0 + 8, 8 * j + q), cur[0][j][1], cur[1][j][1]);
-      split(a_at(c, r0, 8 * j + q + 4), cur[0][j][2], cur[1][j][2]);
-      split(a_at(c, r0 + 8, 8 * j + q + 4), cur[0][j][3], cur[1][j][3]);
+      for (int j = 0; j < 2; ++j) {
+        split(a_at(c, r0, 8 * j + q), cur[0][j][0], cur[1][j][0]);
+        split(a_at(c, r0 + 8, 8 * j + q), cur[0][j][1], cur[1][j][1]);
+        split(a_at(c, r0, 8 * j + q + 4), cur[0][j][2], cur[1][j][2]);
+        split(a_at(c, r0 + 8, 8 * j + q + 4), cur[0][j][3], cur[1][j][3]);
+      }
     }
-    const uint32_t big = sm_s + st * STAGE + BPART;
+    const uint32_t base = sm_s + STG + st * STAGE;
     wg_fence();
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      const uint64_t db = wg::b_desc(big, j), ds = wg::b_desc(big + SMALL, j);
-      wgmma_tf32(acc, cur[1][j], db, j > 0 || c % PASS != 0);   // small * big (a pass starts at 0)
-      wgmma_tf32(acc, cur[0][j], ds, 1);                            // big * small
-      wgmma_tf32(acc, cur[0][j], db, 1);                            // big * big
+      const uint64_t db = wg::b_desc(base + BOFF, j), ds = wg::b_desc(base + BOFF + SMALL, j);
+      if constexpr (SS) {
+        const uint32_t abase = base + wgi * 64 * wg::ROWB;
+        const uint64_t da = wg::b_desc(abase, j), das = wg::b_desc(abase + SMALL, j);
+        wgmma_ss(ca, das, db, j);   // small * big (the chunk starts at 0)
+        wgmma_ss(ca, da, ds, 1);    // big * small
+        wgmma_ss(ca, da, db, 1);    // big * big
+      } else {
+        wgmma_tf32(ca, cur[1][j], db, j);
+        wgmma_tf32(ca, cur[0][j], ds, 1);
+        wgmma_tf32(ca, cur[0][j], db, 1);
+      }
     }
     wg_commit();
-    wg_wait<1>();   // chunk c - 1's wgmma are done: their A registers (prev) may be rewritten
-    keep(prev);
+    wg_wait<1>();   // chunk c - 1's wgmma are done: add its sum; its A registers (prev) are free
+    if constexpr (decltype(add_prev)::value) {
+#pragma unroll
+      for (int i = 0; i < NACC; ++i) sum[i] += pa[i];
+    }
+    if constexpr (!SS) keep(prev);
   };
-  // Per pass: two bodies per trip, the register sets alternating, an odd first chunk peeled; the
-  // epilogue outside the chunk loop. (A body or an epilogue under a runtime condition inside the
-  // loop makes ptxas wait for every wgmma at the loop's end: C7517 in the -Xptxas -v output.)
+  // Per pass: the first chunk, then two per trip (register sets and accumulators alternating), an even
+  // pass's last chunk after; the epilogue outside the chunk loop. (A wgmma or an accumulator write
+  // under a runtime condition inside the loop makes ptxas wait for every wgmma: C7517 in -Xptxas -v.)
 #pragma unroll 1
   for (int p = 0; p < NCH / PASS; ++p) {
     const int c0 = p * PASS;
-    if constexpr (PASS % 2 == 1) body(c0, a[1], a[0]);
+#pragma unroll
+    for (int i = 0; i < NACC; ++i) sum[i] = 0.f;
+    body(c0, a[0], a[1], acc[0], acc[1], wg::Flag<false>());
 #pragma unroll 1
-    for (int i = PASS % 2; i < PASS; i += 2) {
-      body(c0 + i, a[0], a[1]);
-      body(c0 + i + 1, a[1], a[0]);
+    for (int t = 0; t < (PASS - 1) / 2; ++t) {
+      body(c0 + 1 + 2 * t, a[1], a[0], acc[1], acc[0], wg::Flag<true>());
+      body(c0 + 2 + 2 * t, a[0], a[1], acc[0], acc[1], wg::Flag<true>());
     }
+    if constexpr (PASS % 2 == 0) body(c0 + PASS - 1, a[1], a[0], acc[1], acc[0], wg::Flag<true>());
     wg_wait<0>();
-    keep(acc);
-    epi(p, acc);
+    float (&last)[NACC] = acc[PASS % 2 == 0 ? 1 : 0];
+    keep(last);
+#pragma unroll
+    for (int i = 0; i < NACC; ++i) sum[i] += last[i];
+    epi(p, sum);
   }
   cp_async_wait<0>();
   __syncthreads();   // every warpgroup is done with this layer's stages
@@ -1205,35 +1235,35 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #endif
   PROF(0);
 
-  // ---- layer 1: h = relu(x We^T + be) -> ACT
+  // ---- layer 1: h = relu(x We^T + be) -> ACT, 2 passes of 128 units (x streamed twice)
   {
+    constexpr int KC = D / wg::BK;
     auto load_b = [&](int c, int st) {
-      const uint32_t base = sm_s + st * S::STAGE1;
-      const int k0 = c * wg::BK;
+      const uint32_t base = sm_s + S::STG1 + st * S::STAGE1;
+      const int k0 = (c % KC) * wg::BK, n0 = (c / KC) * wg::N1;
       for (int e = tid; e < BM * 4; e += THR) {
         const int m = e >> 2, u = e & 3, row = row0 + m;
         const bool ok = row < B;
-        cp_async16(base + (m * wg::XLD + 4 * u) * 4, x + (ok ? (size_t)row * D + k0 + 4 * u : 0), ok);
+        cp_async16(base + wg::b_unit(m, u), x + (ok ? (size_t)row * D + k0 + 4 * u : 0), ok);
       }
       for (int e = tid; e < wg::N1 * 4; e += THR) {
         const int n = e >> 2, u = e & 3;
-        cp_async16(base + S::X1 + wg::b_unit(n, u), We + (size_t)n * D + k0 + 4 * u, true);
+        cp_async16(base + S::XB + wg::b_unit(n, u), We + (size_t)(n0 + n) * D + k0 + 4 * u, true);
       }
     };
-    auto a_at = [&](int c, int r, int k) {
-      return reinterpret_cast<const float*>(sm + (c % wg::S1) * S::STAGE1)[r * wg::XLD + k];
-    };
-    auto epi = [&](int, float (&acc)[wg::N1 / 2]) {
-      __syncthreads();   // ACT aliases the stages: every warpgroup's last wgmma is done
+    auto no_a = [](int, int, int) { return 0.f; };
+    auto epi = [&](int p, float (&acc)[wg::N1 / 2]) {
+      __syncthreads();   // the second half of ACT lies over the stages: every warpgroup is done with them
 #pragma unroll
       for (int i = 0; i < wg::N1 / 2; i += 2) {
-        const int r = rw + acc_row(i), k = acc_col(i, q);
+        const int r = rw + acc_row(i), k = p * wg::N1 + acc_col(i, q);
         const float2 bias = __ldg(reinterpret_cast<const float2*>(be + k));
-        *reinterpret_cast<float2*>(act + wg::act_at(r, k)) =
+        *reinterpret_cast<float2*>(act + wg::act_at<BM>(r, k)) =
             make_float2(fmaxf(acc[i] + bias.x, 0.f), fmaxf(acc[i + 1] + bias.y, 0.f));
       }
     };
-    wg_layer<D / wg::BK, D / wg::BK, wg::S1, wg::N1 / 2, S::STAGE1, S::X1, S::B1>(sm, sm_s, THR, load_b, a_at, epi);
+    wg_layer<2 * KC, KC, wg::S1, wg::N1 / 2, S::STG1, S::STAGE1, S::XB + S::WB, S::XB, true>(
+        sm, sm_s, THR, load_b, no_a, epi);
   }
 
   PROF(1);
@@ -1248,7 +1278,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         cp_async16(base + wg::b_unit(n, u), w + k0 + 4 * u, true);
       }
     };
-    auto a_at = [&](int c, int r, int k) { return act[wg::act_at(r, c * wg::BK + k)]; };
+    auto a_at = [&](int c, int r, int k) { return act[wg::act_at<BM>(r, c * wg::BK + k)]; };
     auto epi = [&](int, float (&acc)[wg::N2 / 2]) {
       const NoiseDraw draw = noise_source(noise);
 #pragma unroll
@@ -1260,7 +1290,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         kl[(i >> 1) & 1] += __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv));
       }
     };
-    wg_layer<H / wg::BK, H / wg::BK, wg::S2, wg::N2 / 2, S::STAGE2, S::STG2, S::B2>(sm, sm_s, THR, load_b, a_at, epi);
+    wg_layer<H / wg::BK, H / wg::BK, wg::S2, wg::N2 / 2, S::STG2, S::STAGE2, S::B2, 0, false>(sm, sm_s, THR, load_b, a_at, epi);
   }
 
   PROF(2);
@@ -1281,11 +1311,11 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       for (int i = 0; i < wg::N3 / 2; i += 2) {
         const int r = rw + acc_row(i), k = p * wg::N3 + acc_col(i, q);
         const float2 bias = __ldg(reinterpret_cast<const float2*>(b1 + k));
-        *reinterpret_cast<float2*>(act + wg::act_at(r, k)) =
+        *reinterpret_cast<float2*>(act + wg::act_at<BM>(r, k)) =
             make_float2(fmaxf(acc[i] + bias.x, 0.f), fmaxf(acc[i + 1] + bias.y, 0.f));
       }
     };
-    wg_layer<(H / wg::N3) * KC, KC, wg::S2, wg::N3 / 2, S::STAGE2, S::STG2, S::B2>(sm, sm_s, THR, load_b, a_at, epi);
+    wg_layer<(H / wg::N3) * KC, KC, wg::S2, wg::N3 / 2, S::STG2, S::STAGE2, S::B2, 0, false>(sm, sm_s, THR, load_b, a_at, epi);
   }
 
   PROF(3);
@@ -1300,8 +1330,14 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         cp_async16(base + wg::b_unit(n, u), W2 + (size_t)(n0 + n) * H + k0 + 4 * u, true);
       }
     };
-    auto a_at = [&](int c, int r, int k) { return act[wg::act_at(r, (c % KC) * wg::BK + k)]; };
+    auto a_at = [&](int c, int r, int k) { return act[wg::act_at<BM>(r, (c % KC) * wg::BK + k)]; };
     auto epi = [&](int p, float (&acc)[wg::N4 / 2]) {
+      float2 xv[wg::N4 / 4];   // every x value of the pass first: one memory latency, not 28
+#pragma unroll
+      for (int i = 0; i < wg::N4 / 2; i += 2) {
+        const int row = row0 + rw + acc_row(i), px = p * wg::N4 + acc_col(i, q);
+        xv[i / 2] = row < B ? __ldg(reinterpret_cast<const float2*>(x + (size_t)row * D + px)) : make_float2(0.f, 0.f);
+      }
 #pragma unroll
       for (int i = 0; i < wg::N4 / 2; i += 2) {
         const int r = rw + acc_row(i), px = p * wg::N4 + acc_col(i, q), row = row0 + r;
@@ -1310,14 +1346,13 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         (void)row;
 #else
         if (row < B) {
-          const float2 xv = __ldg(reinterpret_cast<const float2*>(x + (size_t)row * D + px));
           const float2 bias = __ldg(reinterpret_cast<const float2*>(b2 + px));
-          recon[(i >> 1) & 1] += bce_term(acc[i] + bias.x, xv.x) + bce_term(acc[i + 1] + bias.y, xv.y);
+          recon[(i >> 1) & 1] += bce_term(acc[i] + bias.x, xv[i / 2].x) + bce_term(acc[i + 1] + bias.y, xv[i / 2].y);
         }
 #endif
       }
     };
-    wg_layer<(D / wg::N4) * KC, KC, wg::S2, wg::N4 / 2, S::STAGE2, S::STG2, S::B2>(sm, sm_s, THR, load_b, a_at, epi);
+    wg_layer<(D / wg::N4) * KC, KC, wg::S2, wg::N4 / 2, S::STG2, S::STAGE2, S::B2, 0, false>(sm, sm_s, THR, load_b, a_at, epi);
   }
 
   PROF(4);
