@@ -970,35 +970,31 @@ vae_elbo_kernel_tile(const float* __restrict__ x,
 }
 
 // ---------------------------------------------------------------------------
-// Large-batch kernel on Hopper's warpgroup MMA (wgmma, sm_90a), 3xTF32.
-// Block = BM rows (64 per warpgroup); every layer is a GEMM with the activations as the A operand
-// (fp32 in shared memory, each thread's fragment split into big + small TF32 in registers) and the
-// weights as the B operand (K-chunks of 16 streamed by cp.async into 64-byte-swizzled rows, split
-// in place into big + small by all threads). Three wgmma per k-step (small*big, big*small,
-// big*big) into one fp32 accumulator. Layers, with N columns per pass:
-//   1  h = relu(x We^T + be)        N = 256, 49 K-chunks, x chunks staged beside We's  -> ACT
-//   2  mu | logvar = h Wml^T + b    N = 64, 16 K-chunks; z, KL in registers           -> Z
-//   3  d = relu(z W1^T + b1)        4 passes of N = 64, 2 K-chunks each               -> ACT
-//   4  logits = d W2^T + b2         7 passes of N = 112 pixels, 16 K-chunks each; sigmoid + BCE
+// Large-batch kernel on Hopper's warpgroup MMA (wgmma, sm_90a), 3xTF32. Persistent, 128-row tiles.
+// Warps 0-7 (two warpgroups, 64 rows each) run every layer as a GEMM: A = the activations (fp32 in
+// shared memory, each thread's fragment split into big + small TF32 in registers), B = a weight
+// K-chunk of 16 (64-byte-swizzled rows, big and small TF32 parts), three wgmma per k-step (small*big,
+// big*small, big*big). Warps 8-11 stream the weight chunks (and layer 1's x chunks) by cp.async into NS
+// stages and splits them in place; full / empty mbarriers hand stages over, so the two warpgroups
+// and the producer run decoupled. Layers, with N columns per pass:
+//   1  h = relu(x We^T + be)        2 passes of N = 128, 49 chunks each                -> ACT
+//   2  mu | logvar = h Wml^T + b    N = 64, 16 chunks; z, KL in registers              -> Z
+//   3  d = relu(z W1^T + b1)        4 passes of N = 64, 2 chunks each                  -> ACT
+//   4  logits = d W2^T + b2         7 passes of N = 112 pixels, 16 chunks each; sigmoid + BCE
 //      and the row sums in registers; the reconstruction never leaves the chip.
-// Pipeline per chunk c (one stream per layer, across its passes): wait for chunk c's copies,
-// barrier, split chunk c, barrier, issue the copies of chunk c + S - 2, load + split the A
-// fragments, 6 wgmma, wait until chunk c - 1's wgmma are done (so chunk c's run under the next
-// chunk's split and loads).
 // ---------------------------------------------------------------------------
 #define C8(i) "+f"(c[i]), "+f"(c[i + 1]), "+f"(c[i + 2]), "+f"(c[i + 3]), "+f"(c[i + 4]), "+f"(c[i + 5]), \
               "+f"(c[i + 6]), "+f"(c[i + 7])
 // c += a . B, one wgmma.m64n<2 NA>k8 tf32 (A: 4 registers per thread as mma.sync's m16n8k8 A fragment
 // of warp w's rows 16w..16w+15; B: smem descriptor). Issued asynchronously: see wg_commit / wg_wait.
-// c += A . B with both operands in smem (descriptors): wgmma.m64n128k8 tf32 (layer 1).
-__device__ __forceinline__ void wgmma_ss(float (&c)[64], uint64_t da, uint64_t db, int accumulate) {
+__device__ __forceinline__ void wgmma_tf32(float (&c)[64], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0; wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {"
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0; wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, %64, %65, p, 1, 1; }"
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1; }"
       : C8(0), C8(8), C8(16), C8(24), C8(32), C8(40), C8(48), C8(56)
-      : "l"(da), "l"(db), "r"(accumulate));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 #endif
 }
 __device__ __forceinline__ void wgmma_tf32(float (&c)[56], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
@@ -1041,9 +1037,11 @@ template <int N> __device__ __forceinline__ void keep(float (&c)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(c[i]) :: "memory");
 }
-__device__ __forceinline__ void keep(uint32_t (&a)[2][2][4]) {
-#pragma unroll
-  for (int i = 0; i < 16; ++i) asm volatile("" : "+r"(a[i / 8][(i / 4) % 2][i % 4]) :: "memory");
+__device__ __forceinline__ void mbar_init_count(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem_u32(bar)) : "memory");
 }
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
@@ -1054,13 +1052,22 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 }
 
 namespace wg {
+constexpr int BM = 128;                   // rows per tile: 2 consumer warpgroups x 64
+constexpr int CONSUMERS = 256;            // warps 0-7: the MMAs and epilogues
+constexpr int PRODUCERS = 128;           // warps 8-11: copies and splits, one weight row per thread
+constexpr int THREADS = CONSUMERS + PRODUCERS;
 constexpr int BK = 16;                    // K per chunk: one 64-byte swizzled row of TF32 per weight row
 constexpr int ROWB = BK * 4;              // bytes per weight row in a chunk
-constexpr int ZLD = L + 4;                // padded z row
+constexpr int XLD = BK + 4;               // padded x row in a stage: conflict-free fragment loads
+constexpr int NS = 3;                     // stages
+constexpr int WROWS = 128;                // rows of the largest weight chunk
 constexpr int N1 = H / 2, N2 = 2 * L, N3 = 64, N4 = 112;   // columns per pass of layers 1-4
-constexpr int S1 = 4, S2 = 5;             // stages: layer 1, layers 2-4
+constexpr int KC1 = D / BK, KC2 = H / BK, KC3 = L / BK, KC4 = H / BK;   // chunks per pass
+constexpr int C1 = (H / N1) * KC1, C2 = KC2, C3 = (H / N3) * KC3, C4 = (D / N4) * KC4;
+constexpr int TILE_CHUNKS = C1 + C2 + C3 + C4;   // 98 + 16 + 8 + 112, the same sequence every tile
 static_assert(D % BK == 0 && H % BK == 0 && L % BK == 0, "whole K-chunks");
-static_assert(H % N3 == 0 && D % N4 == 0 && N4 % 8 == 0, "whole passes");
+static_assert(H % N1 == 0 && H % N3 == 0 && D % N4 == 0 && N4 % 8 == 0 && N1 <= WROWS && N4 <= WROWS, "passes");
+static_assert(WROWS == PRODUCERS && (BM * 4) % PRODUCERS == 0, "a weight row per producer thread");
 
 // Byte offset of 16-byte unit u (k = 4u..4u+3) of weight row n in a chunk: 64-byte rows, the
 // hardware's 64-byte swizzle (address bits 4-5 ^= bits 7-8), so a 512-byte-aligned chunk base.
@@ -1071,144 +1078,103 @@ __device__ __forceinline__ uint64_t b_desc(uint32_t base, int j) {
   const uint32_t s = base + 32 * j;
   return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(8 * ROWB >> 4) << 32) | ((uint64_t)2 << 62);
 }
-// ACT (BM x H fp32, h then d) in two halves of 128 columns (layer 1 writes them one pass at a time):
-// element (r, k) at (k / 128) 128 BM + 128 r + (k % 128 ^ 4 (r % 8)), so fragment loads (8 rows x
-// 4 columns per warp) and the epilogues' float2 stores hit 32 distinct banks.
-template <int BM> __device__ __forceinline__ int act_at(int r, int k) {
-  return (k >> 7) * (128 * BM) + r * 128 + ((k & 127) ^ ((r & 7) << 2));
+// ACT (BM x H fp32: h, then d) in two halves of 128 columns, and Z (BM x L): element (r, k) at
+// (k / 128) 128 BM + 128 r + (k % 128 ^ 4 (r % 8)), resp. 32 r + (k ^ 4 (r % 8)), so fragment loads
+// (8 rows x 4 columns per warp) and the epilogues' float2 stores hit 32 distinct banks.
+__device__ __forceinline__ int act_at(int r, int k) { return (k >> 7) * (128 * BM) + r * 128 + ((k & 127) ^ ((r & 7) << 2)); }
+__device__ __forceinline__ int z_at(int r, int k) { return r * L + (k ^ ((r & 7) << 2)); }
+
+// The weight chunk `ci` (0 .. TILE_CHUNKS) of every tile: rows [n0, n0 + rows) x k [k0, k0 + 16) of a
+// row-major matrix with `ld` columns (layer 2: rows 0-31 of Wmu, then 32-63 of Wlv).
+struct Chunk { const float* w; const float* w2; int ld, rows, n0, k0, split_row; bool x; };
+__device__ __forceinline__ Chunk chunk_at(int ci, const float* We, const float* Wmu, const float* Wlv,
+                                          const float* W1, const float* W2) {
+  if (ci < C1) return {We, We, D, N1, (ci / KC1) * N1, (ci % KC1) * BK, N1, true};
+  ci -= C1;
+  if (ci < C2) return {Wmu, Wlv, H, N2, 0, ci * BK, L, false};
+  ci -= C2;
+  if (ci < C3) return {W1, W1, L, N3, (ci / KC3) * N3, (ci % KC3) * BK, N3, false};
+  ci -= C3;
+  return {W2, W2, H, N4, (ci / KC4) * N4, (ci % KC4) * BK, N4, false};
 }
-template <bool V> struct Flag { static constexpr bool value = V; };
 }  // namespace wg
 
-template <int BM>
 struct WgSmem {   // bytes
-  static constexpr int ACT = 0;                       // BM x H floats (two halves of 128 columns)
-  static constexpr int XB = BM * wg::ROWB;            // layer-1 stage: x big | We big | x small | We small
-  static constexpr int WB = wg::N1 * wg::ROWB;
-  static constexpr int STAGE1 = 2 * (XB + WB);
-  static constexpr int STG1 = ACT + BM * 128 * 4;     // layer-1 stages: over ACT's second half (written last)
-  static constexpr int B2 = wg::N4 * wg::ROWB;        // layers 2-4 stage: W big | W small
-  static constexpr int STAGE2 = 2 * B2;
-  static constexpr int STG2 = ACT + BM * H * 4;       // layers 2-4 stages, after ACT
-  static constexpr int Z = STG2 + wg::S2 * STAGE2;    // BM x ZLD floats
-  static constexpr int END = Z + BM * wg::ZLD * 4;
-  static constexpr int END1 = STG1 + wg::S1 * STAGE1;
-  static constexpr int BYTES = (END > END1 ? END : END1) + 1024;   // + alignment slack
-  static_assert(XB % 1024 == 0 && WB % 1024 == 0 && B2 % 1024 == 0 && STG1 % 1024 == 0 && STG2 % 1024 == 0,
-                "operand blocks 512-byte aligned (swizzle)");
+  static constexpr int ACT = 0;                              // BM x H floats
+  static constexpr int Z = ACT + wg::BM * H * 4;             // BM x L floats
+  static constexpr int WB = wg::WROWS * wg::ROWB;            // stage: W big | W small | x (layer 1)
+  static constexpr int STAGE = 2 * WB + wg::BM * wg::XLD * 4;
+  static constexpr int STG = Z + wg::BM * L * 4;
+  static constexpr int BARS = STG + wg::NS * STAGE;          // full[NS], empty[NS]
+  static constexpr int BYTES = BARS + 2 * wg::NS * 8 + 1024; // + alignment slack
+  static_assert(STG % 1024 == 0 && STAGE % 1024 == 0 && WB % 1024 == 0, "stages 1024-byte aligned (swizzle)");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
 };
 
-// One layer's chunk stream: NCH chunks of K = 16, a pass of N = 2 NACC columns every PASS chunks.
-// Stage st lives at STG + st STAGE: its big region (SMALL bytes, split in place) then the small one;
-// the weights' big part at BOFF within it. SS: A also comes from the stage (rows in 64-byte swizzled
-// rows at the stage's start, split with the weights); else A is a_at(c, r, k) (fp32, split in registers).
-// Each chunk's wgmma start from zero and the chunk's sum is added into fp32 registers once done: the
-// tensor core's own accumulation keeps fewer bits than fp32 (6e-6 vs 4e-7 over K = 784, notes).
-// load_b(c, st): issue chunk c's copies (no commit); epi(pass, sum).
-template <int NCH, int PASS, int S, int NACC, int STG, int STAGE, int SMALL, int BOFF, bool SS,
-          class LoadB, class AAt, class Epi>
-__device__ __forceinline__ void wg_layer(uint8_t* sm, uint32_t sm_s, int threads, LoadB load_b, AAt a_at, Epi epi) {
-  constexpr int PD = S - 2;
-  static_assert(NCH % PASS == 0 && PASS >= 2 && PD >= 1, "whole passes, room to prefetch");
-  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, q = lane & 3, wgi = tid / 128;
-  const int r0 = 64 * wgi + 16 * ((tid / 32) % 4) + g;   // this thread's A rows r0, r0 + 8
-  float sum[NACC];          // the pass's fp32 sums
-  float acc[2][NACC];       // one chunk's products, written only by wgmma; chunks alternate
-  uint32_t a[2][2][2][4];   // RS: [set][big|small][k-step][fragment], sets alternate
+// Producer thread, row n of a chunk in stage `st`: issue its copies (raw fp32 into the big part).
+__device__ __forceinline__ void ws_copy_row(uint32_t st, const wg::Chunk& ch, int n) {
+  const float* src = (n < ch.split_row ? ch.w + (size_t)(ch.n0 + n) * ch.ld : ch.w2 + (size_t)(n - ch.split_row) * ch.ld) + ch.k0;
 #pragma unroll
-  for (int c = 0; c < PD; ++c) {
-    if (c < NCH) load_b(c, c);
-    cp_async_commit();
+  for (int u = 0; u < 4; ++u) cp_async16(st + wg::b_unit(n, u), src + 4 * u, true);
+}
+// ... and once landed, split it in place: big over the raw copy, small WB bytes further.
+__device__ __forceinline__ void ws_split_row(uint8_t* st, int n) {
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    uint8_t* p = st + wg::b_unit(n, u);
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    uint32_t b0, b1, b2, b3, s0, s1, s2, s3;
+    split(v.x, b0, s0); split(v.y, b1, s1); split(v.z, b2, s2); split(v.w, b3, s3);
+    *reinterpret_cast<uint4*>(p) = make_uint4(b0, b1, b2, b3);
+    *reinterpret_cast<uint4*>(p + WgSmem::WB) = make_uint4(s0, s1, s2, s3);
   }
-  auto body = [&](int c, uint32_t (&cur)[2][2][4], uint32_t (&prev)[2][2][4], float (&ca)[NACC],
-                  float (&pa)[NACC], auto add_prev) {
-    const int st = c % S;
-    cp_async_wait<PD - 1>();
-    __syncthreads();   // chunk c's copies visible; chunk c - 2's wgmma done in every warpgroup
-#ifndef VAE_WG_NO_SPLIT   // dev: the split pass's cost (wrong results)
-    {   // split in place: big over the raw copy, small SMALL bytes further
-      uint8_t* big = sm + STG + st * STAGE;
-      for (int e = tid; e < SMALL / 16; e += threads) {
-        float4 v = *reinterpret_cast<float4*>(big + 16 * e);
-        uint32_t b0, b1, b2, b3, s0, s1, s2, s3;
-        split(v.x, b0, s0); split(v.y, b1, s1); split(v.z, b2, s2); split(v.w, b3, s3);
-        *reinterpret_cast<uint4*>(big + 16 * e) = make_uint4(b0, b1, b2, b3);
-        *reinterpret_cast<uint4*>(big + SMALL + 16 * e) = make_uint4(s0, s1, s2, s3);
-      }
-    }
-#endif
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy writes -> wgmma reads
-    __syncthreads();
-    if (c + PD < NCH) load_b(c + PD, (c + PD) % S);
-    cp_async_commit();   // (empty groups keep the count in step)
-    if constexpr (!SS) {
+}
+
+// Consumer warpgroup, one chunk c: wait until the producer filled its stage, 6 wgmma (3xTF32 over
+// 2 k-steps; A = a_at(r, k), k < 16, split in registers) into a fresh accumulator, wait for them, free
+// the stage, add the chunk into the fp32 sums (the tensor core's own accumulation keeps fewer bits
+// than fp32: 6e-6 against 4e-7 over K = 784 when each chunk is added here, notes/solution.md).
+template <int NACC, class AAt>
+__device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_t* empty, int c, int r0, int q,
+                                         int lane, AAt a_at, float (&sum)[NACC]) {
+  const int st = c % wg::NS;
+  mbar_wait(&full[st], (c / wg::NS) & 1);
+  uint32_t a[2][2][4];   // [big|small][k-step][fragment]
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        split(a_at(c, r0, 8 * j + q), cur[0][j][0], cur[1][j][0]);
-        split(a_at(c, r0 + 8, 8 * j + q), cur[0][j][1], cur[1][j][1]);
-        split(a_at(c, r0, 8 * j + q + 4), cur[0][j][2], cur[1][j][2]);
-        split(a_at(c, r0 + 8, 8 * j + q + 4), cur[0][j][3], cur[1][j][3]);
-      }
-    }
-    const uint32_t base = sm_s + STG + st * STAGE;
-    wg_fence();
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const uint64_t db = wg::b_desc(base + BOFF, j), ds = wg::b_desc(base + BOFF + SMALL, j);
-      if constexpr (SS) {
-        const uint32_t abase = base + wgi * 64 * wg::ROWB;
-        const uint64_t da = wg::b_desc(abase, j), das = wg::b_desc(abase + SMALL, j);
-        wgmma_ss(ca, das, db, j);   // small * big (the chunk starts at 0)
-        wgmma_ss(ca, da, ds, 1);    // big * small
-        wgmma_ss(ca, da, db, 1);    // big * big
-      } else {
-        wgmma_tf32(ca, cur[1][j], db, j);
-        wgmma_tf32(ca, cur[0][j], ds, 1);
-        wgmma_tf32(ca, cur[0][j], db, 1);
-      }
-    }
-    wg_commit();
-    wg_wait<1>();   // chunk c - 1's wgmma are done: add its sum; its A registers (prev) are free
-    if constexpr (decltype(add_prev)::value) {
-#pragma unroll
-      for (int i = 0; i < NACC; ++i) sum[i] += pa[i];
-    }
-    if constexpr (!SS) keep(prev);
-  };
-  // Per pass: the first chunk, then two per trip (register sets and accumulators alternating), an even
-  // pass's last chunk after; the epilogue outside the chunk loop. (A wgmma or an accumulator write
-  // under a runtime condition inside the loop makes ptxas wait for every wgmma: C7517 in -Xptxas -v.)
-#pragma unroll 1
-  for (int p = 0; p < NCH / PASS; ++p) {
-    const int c0 = p * PASS;
-#pragma unroll
-    for (int i = 0; i < NACC; ++i) sum[i] = 0.f;
-    body(c0, a[0], a[1], acc[0], acc[1], wg::Flag<false>());
-#pragma unroll 1
-    for (int t = 0; t < (PASS - 1) / 2; ++t) {
-      body(c0 + 1 + 2 * t, a[1], a[0], acc[1], acc[0], wg::Flag<true>());
-      body(c0 + 2 + 2 * t, a[0], a[1], acc[0], acc[1], wg::Flag<true>());
-    }
-    if constexpr (PASS % 2 == 0) body(c0 + PASS - 1, a[1], a[0], acc[1], acc[0], wg::Flag<true>());
-    wg_wait<0>();
-    float (&last)[NACC] = acc[PASS % 2 == 0 ? 1 : 0];
-    keep(last);
-#pragma unroll
-    for (int i = 0; i < NACC; ++i) sum[i] += last[i];
-    epi(p, sum);
+  for (int j = 0; j < 2; ++j) {
+    split(a_at(st, r0, 8 * j + q), a[0][j][0], a[1][j][0]);
+    split(a_at(st, r0 + 8, 8 * j + q), a[0][j][1], a[1][j][1]);
+    split(a_at(st, r0, 8 * j + q + 4), a[0][j][2], a[1][j][2]);
+    split(a_at(st, r0 + 8, 8 * j + q + 4), a[0][j][3], a[1][j][3]);
   }
-  cp_async_wait<0>();
-  __syncthreads();   // every warpgroup is done with this layer's stages
+  const uint32_t big = stg_s + st * WgSmem::STAGE;
+  float acc[NACC];
+  wg_fence();
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const uint64_t db = wg::b_desc(big, j), ds = wg::b_desc(big + WgSmem::WB, j);
+    wgmma_tf32(acc, a[1][j], db, j);   // small * big (the chunk starts at 0)
+    wgmma_tf32(acc, a[0][j], ds, 1);   // big * small
+    wgmma_tf32(acc, a[0][j], db, 1);   // big * big
+  }
+  wg_commit();
+  wg_wait<0>();
+  keep(acc);
+  __syncwarp();
+  if (lane == 0) mbar_arrive(&empty[st]);
+#pragma unroll
+  for (int i = 0; i < NACC; ++i) sum[i] += acc[i];
 }
 
 // Thread's accumulator entry i of an m64nN tile: row 16 w + g + 8 ((i >> 1) & 1) of its warpgroup's
 // 64, column 8 (i >> 2) + 2 q + (i & 1).
 __device__ __forceinline__ int acc_row(int i) { return ((i >> 1) & 1) * 8; }
 __device__ __forceinline__ int acc_col(int i, int q) { return 8 * (i >> 2) + 2 * q + (i & 1); }
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" :: "n"(wg::CONSUMERS) : "memory"); }
 
-template <int BM>
-__global__ void __launch_bounds__(2 * BM, 1)
+// Persistent: block b takes tiles b, b + grid, ... of 128 rows. Warps 8-11 stream the weights (and x)
+// through NS stages, split into big + small TF32 (full / empty mbarriers); warps 0-7 run the layers.
+__global__ void __launch_bounds__(wg::THREADS, 1)
 vae_elbo_kernel_wg(const float* __restrict__ x,
                    const float* __restrict__ We, const float* __restrict__ be,
                    const float* __restrict__ Wmu, const float* __restrict__ bmu,
@@ -1216,166 +1182,200 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
                    const float* __restrict__ W1, const float* __restrict__ b1,
                    const float* __restrict__ W2, const float* __restrict__ b2,
                    float* __restrict__ out, int B, Noise noise) {
-  using S = WgSmem<BM>;
-  constexpr int THR = 2 * BM;
+  using S = WgSmem;
+  using namespace wg;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* sm = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const uint32_t sm_s = smem_u32(sm);
+  const uint32_t stg_s = smem_u32(sm + S::STG);
   float* act = reinterpret_cast<float*>(sm + S::ACT);
   float* zs = reinterpret_cast<float*>(sm + S::Z);
+  uint64_t* full = reinterpret_cast<uint64_t*>(sm + S::BARS);
+  uint64_t* empty = full + NS;
   const int tid = threadIdx.x, lane = tid & 31, q = lane & 3;
-  const int rw = 64 * (tid / 128) + 16 * ((tid / 32) % 4) + (lane >> 2);   // rows rw, rw + 8 of the block
-  const int row0 = blockIdx.x * BM;
+  const int tiles = (B + BM - 1) / BM;
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if (tid == 0) __trap();   // built without sm_90a: no wgmma
 #endif
-  float kl[2] = {0.f, 0.f}, recon[2] = {0.f, 0.f};   // this thread's partial sums of rows rw, rw + 8
-#ifdef VAE_PROFILE
-  long long prof[6];
-#endif
-  PROF(0);
+  if (tid == 0) {
+    for (int s = 0; s < NS; ++s) {
+      mbar_init_count(&full[s], PRODUCERS);
+      mbar_init_count(&empty[s], CONSUMERS / 32);
+    }
+  }
+  __syncthreads();
 
-  // ---- layer 1: h = relu(x We^T + be) -> ACT, 2 passes of 128 units (x streamed twice)
-  {
-    constexpr int KC = D / wg::BK;
-    auto load_b = [&](int c, int st) {
-      const uint32_t base = sm_s + S::STG1 + st * S::STAGE1;
-      const int k0 = (c % KC) * wg::BK, n0 = (c / KC) * wg::N1;
-      for (int e = tid; e < BM * 4; e += THR) {
-        const int m = e >> 2, u = e & 3, row = row0 + m;
-        const bool ok = row < B;
-        cp_async16(base + wg::b_unit(m, u), x + (ok ? (size_t)row * D + k0 + 4 * u : 0), ok);
-      }
-      for (int e = tid; e < wg::N1 * 4; e += THR) {
-        const int n = e >> 2, u = e & 3;
-        cp_async16(base + S::XB + wg::b_unit(n, u), We + (size_t)(n0 + n) * D + k0 + 4 * u, true);
-      }
+  if (tid >= CONSUMERS) {   // ---- producer warps: chunk c's copies, then chunk c - 1's split
+    const int pt = tid - CONSUMERS;   // this thread's weight row
+    auto stage = [&](int c) { return sm + S::STG + (c % NS) * S::STAGE; };
+    auto finish = [&](int c) {   // chunk c landed (own copies): split own rows, publish
+      const Chunk ch = chunk_at(c % TILE_CHUNKS, We, Wmu, Wlv, W1, W2);
+#ifndef VAE_WG_NO_SPLIT   // dev: the split's cost (wrong results)
+      if (pt < ch.rows) ws_split_row(stage(c), pt);
+#endif
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic writes -> wgmma reads
+      mbar_arrive(&full[c % NS]);
     };
-    auto no_a = [](int, int, int) { return 0.f; };
-    auto epi = [&](int p, float (&acc)[wg::N1 / 2]) {
-      __syncthreads();   // the second half of ACT lies over the stages: every warpgroup is done with them
-#pragma unroll
-      for (int i = 0; i < wg::N1 / 2; i += 2) {
-        const int r = rw + acc_row(i), k = p * wg::N1 + acc_col(i, q);
-        const float2 bias = __ldg(reinterpret_cast<const float2*>(be + k));
-        *reinterpret_cast<float2*>(act + wg::act_at<BM>(r, k)) =
-            make_float2(fmaxf(acc[i] + bias.x, 0.f), fmaxf(acc[i + 1] + bias.y, 0.f));
+    int c = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const int row0 = t * BM;
+#pragma unroll 1
+      for (int ci = 0; ci < TILE_CHUNKS; ++ci, ++c) {
+        if (c >= NS) mbar_wait(&empty[c % NS], (c / NS - 1) & 1);
+        const Chunk ch = chunk_at(ci, We, Wmu, Wlv, W1, W2);
+        const uint32_t st = smem_u32(stage(c));
+        if (pt < ch.rows) ws_copy_row(st, ch, pt);
+        if (ch.x) {   // layer 1: the x chunk too (rows past B read as 0)
+          for (int e = pt; e < BM * 4; e += PRODUCERS) {
+            const int m = e >> 2, u = e & 3, row = row0 + m;
+            const bool ok = row < B;
+            cp_async16(st + 2 * S::WB + (m * XLD + 4 * u) * 4, x + (ok ? (size_t)row * D + ch.k0 + 4 * u : 0), ok);
+          }
+        }
+        cp_async_commit();
+        if (c >= 1) {
+          cp_async_wait<1>();
+          finish(c - 1);
+        }
       }
-    };
-    wg_layer<2 * KC, KC, wg::S1, wg::N1 / 2, S::STG1, S::STAGE1, S::XB + S::WB, S::XB, true>(
-        sm, sm_s, THR, load_b, no_a, epi);
+    }
+    if (c >= 1) {
+      cp_async_wait<0>();
+      finish(c - 1);
+    }
+    return;
   }
 
-  PROF(1);
-  // ---- layer 2: mu | logvar = h [Wmu; Wlv]^T + b; z = mu + exp(logvar / 2) eps -> Z; KL per row
-  {
-    auto load_b = [&](int c, int st) {
-      const uint32_t base = sm_s + S::STG2 + st * S::STAGE2;
-      const int k0 = c * wg::BK;
-      for (int e = tid; e < wg::N2 * 4; e += THR) {
-        const int n = e >> 2, u = e & 3;
-        const float* w = n < L ? Wmu + (size_t)n * H : Wlv + (size_t)(n - L) * H;
-        cp_async16(base + wg::b_unit(n, u), w + k0 + 4 * u, true);
+  // ---- consumers: warpgroup wgi owns rows 64 wgi .. 64 wgi + 63 of each tile
+  const int rw = 64 * (tid / 128) + 16 * ((tid / 32) % 4) + (lane >> 2);   // rows rw, rw + 8 of the tile
+  int c = 0;
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int row0 = t * BM;
+    float kl[2] = {0.f, 0.f}, recon[2] = {0.f, 0.f};   // partial sums of rows rw, rw + 8
+#ifdef VAE_PROFILE
+    long long prof[6];
+#endif
+    PROF(0);
+    // ---- layer 1: h = relu(x We^T + be) -> ACT, 2 passes of 128 units (x streamed twice)
+    {
+      auto a_at = [&](int st, int r, int k) {
+        return reinterpret_cast<const float*>(sm + S::STG + st * S::STAGE + 2 * S::WB)[r * XLD + k];
+      };
+#pragma unroll 1
+      for (int p = 0; p < H / N1; ++p) {
+        float sum[N1 / 2];
+#pragma unroll
+        for (int i = 0; i < N1 / 2; ++i) sum[i] = 0.f;
+#pragma unroll 1
+        for (int kc = 0; kc < KC1; ++kc, ++c) ws_chunk(stg_s, full, empty, c, rw, q, lane, a_at, sum);
+#pragma unroll
+        for (int i = 0; i < N1 / 2; i += 2) {
+          const int r = rw + acc_row(i), k = p * N1 + acc_col(i, q);
+          const float2 bias = __ldg(reinterpret_cast<const float2*>(be + k));
+          *reinterpret_cast<float2*>(act + act_at(r, k)) =
+              make_float2(fmaxf(sum[i] + bias.x, 0.f), fmaxf(sum[i + 1] + bias.y, 0.f));
+        }
       }
-    };
-    auto a_at = [&](int c, int r, int k) { return act[wg::act_at<BM>(r, c * wg::BK + k)]; };
-    auto epi = [&](int, float (&acc)[wg::N2 / 2]) {
+    }
+    consumers_sync();
+    PROF(1);
+    // ---- layer 2: mu | logvar = h [Wmu; Wlv]^T + b; z = mu + exp(logvar / 2) eps -> Z; KL per row
+    {
+      auto a_at = [&](int, int r, int k) { return act[act_at(r, k)]; };
+      float sum[N2 / 2];
+#pragma unroll
+      for (int i = 0; i < N2 / 2; ++i) sum[i] = 0.f;
+#pragma unroll 1
+      for (int kc = 0; kc < KC2; ++kc, ++c) {
+        const int k0 = kc * wg::BK;
+        ws_chunk(stg_s, full, empty, c, rw, q, lane, [&](int st, int r, int k) { return a_at(st, r, k0 + k); }, sum);
+      }
       const NoiseDraw draw = noise_source(noise);
 #pragma unroll
-      for (int i = 0; i < wg::N2 / 4; ++i) {   // entries i < 16: mu (columns < 32); i + 16: logvar, same j
+      for (int i = 0; i < N2 / 4; ++i) {   // entries i < 16: mu (columns < 32); i + 16: logvar, same j
         const int r = rw + acc_row(i), j = acc_col(i, q), row = row0 + r;
-        const float mu = acc[i] + __ldg(bmu + j), lv = acc[i + wg::N2 / 4] + __ldg(blv + j);
+        const float mu = sum[i] + __ldg(bmu + j), lv = sum[i + N2 / 4] + __ldg(blv + j);
         const float eps = row < B ? draw((uint64_t)row * L + j) : 0.f;
-        zs[r * wg::ZLD + j] = __fadd_rn(mu, __fmul_rn(expf(__fmul_rn(0.5f, lv)), eps));
+        zs[z_at(r, j)] = __fadd_rn(mu, __fmul_rn(expf(__fmul_rn(0.5f, lv)), eps));
         kl[(i >> 1) & 1] += __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv));
       }
-    };
-    wg_layer<H / wg::BK, H / wg::BK, wg::S2, wg::N2 / 2, S::STG2, S::STAGE2, S::B2, 0, false>(sm, sm_s, THR, load_b, a_at, epi);
-  }
-
-  PROF(2);
-  // ---- layer 3: d = relu(z W1^T + b1) -> ACT, 4 passes of 64 units
-  {
-    constexpr int KC = L / wg::BK;
-    auto load_b = [&](int c, int st) {
-      const uint32_t base = sm_s + S::STG2 + st * S::STAGE2;
-      const int n0 = (c / KC) * wg::N3, k0 = (c % KC) * wg::BK;
-      for (int e = tid; e < wg::N3 * 4; e += THR) {
-        const int n = e >> 2, u = e & 3;
-        cp_async16(base + wg::b_unit(n, u), W1 + (size_t)(n0 + n) * L + k0 + 4 * u, true);
-      }
-    };
-    auto a_at = [&](int c, int r, int k) { return zs[r * wg::ZLD + (c % KC) * wg::BK + k]; };
-    auto epi = [&](int p, float (&acc)[wg::N3 / 2]) {
+    }
+    consumers_sync();
+    PROF(2);
+    // ---- layer 3: d = relu(z W1^T + b1) -> ACT, 4 passes of 64 units
+#pragma unroll 1
+    for (int p = 0; p < H / N3; ++p) {
+      float sum[N3 / 2];
 #pragma unroll
-      for (int i = 0; i < wg::N3 / 2; i += 2) {
-        const int r = rw + acc_row(i), k = p * wg::N3 + acc_col(i, q);
+      for (int i = 0; i < N3 / 2; ++i) sum[i] = 0.f;
+#pragma unroll 1
+      for (int kc = 0; kc < KC3; ++kc, ++c) {
+        const int k0 = kc * wg::BK;
+        ws_chunk(stg_s, full, empty, c, rw, q, lane, [&](int, int r, int k) { return zs[z_at(r, k0 + k)]; }, sum);
+      }
+#pragma unroll
+      for (int i = 0; i < N3 / 2; i += 2) {
+        const int r = rw + acc_row(i), k = p * N3 + acc_col(i, q);
         const float2 bias = __ldg(reinterpret_cast<const float2*>(b1 + k));
-        *reinterpret_cast<float2*>(act + wg::act_at<BM>(r, k)) =
-            make_float2(fmaxf(acc[i] + bias.x, 0.f), fmaxf(acc[i + 1] + bias.y, 0.f));
+        *reinterpret_cast<float2*>(act + act_at(r, k)) =
+            make_float2(fmaxf(sum[i] + bias.x, 0.f), fmaxf(sum[i + 1] + bias.y, 0.f));
       }
-    };
-    wg_layer<(H / wg::N3) * KC, KC, wg::S2, wg::N3 / 2, S::STG2, S::STAGE2, S::B2, 0, false>(sm, sm_s, THR, load_b, a_at, epi);
-  }
-
-  PROF(3);
-  // ---- layer 4: logits = d W2^T + b2, 7 passes of 112 pixels; BCE against x, row sums
-  {
-    constexpr int KC = H / wg::BK;
-    auto load_b = [&](int c, int st) {
-      const uint32_t base = sm_s + S::STG2 + st * S::STAGE2;
-      const int n0 = (c / KC) * wg::N4, k0 = (c % KC) * wg::BK;
-      for (int e = tid; e < wg::N4 * 4; e += THR) {
-        const int n = e >> 2, u = e & 3;
-        cp_async16(base + wg::b_unit(n, u), W2 + (size_t)(n0 + n) * H + k0 + 4 * u, true);
-      }
-    };
-    auto a_at = [&](int c, int r, int k) { return act[wg::act_at<BM>(r, (c % KC) * wg::BK + k)]; };
-    auto epi = [&](int p, float (&acc)[wg::N4 / 2]) {
-      float2 xv[wg::N4 / 4];   // every x value of the pass first: one memory latency, not 28
+    }
+    consumers_sync();
+    PROF(3);
+    // ---- layer 4: logits = d W2^T + b2, 7 passes of 112 pixels; BCE against x, row sums
+#pragma unroll 1
+    for (int p = 0; p < D / N4; ++p) {
+      float sum[N4 / 2];
 #pragma unroll
-      for (int i = 0; i < wg::N4 / 2; i += 2) {
-        const int row = row0 + rw + acc_row(i), px = p * wg::N4 + acc_col(i, q);
+      for (int i = 0; i < N4 / 2; ++i) sum[i] = 0.f;
+#pragma unroll 1
+      for (int kc = 0; kc < KC4; ++kc, ++c) {
+        const int k0 = kc * wg::BK;
+        ws_chunk(stg_s, full, empty, c, rw, q, lane, [&](int, int r, int k) { return act[act_at(r, k0 + k)]; }, sum);
+      }
+      float2 xv[N4 / 4];   // every x value of the pass first: one memory latency, not 28
+#pragma unroll
+      for (int i = 0; i < N4 / 2; i += 2) {
+        const int row = row0 + rw + acc_row(i), px = p * N4 + acc_col(i, q);
         xv[i / 2] = row < B ? __ldg(reinterpret_cast<const float2*>(x + (size_t)row * D + px)) : make_float2(0.f, 0.f);
       }
 #pragma unroll
-      for (int i = 0; i < wg::N4 / 2; i += 2) {
-        const int r = rw + acc_row(i), px = p * wg::N4 + acc_col(i, q), row = row0 + r;
+      for (int i = 0; i < N4 / 2; i += 2) {
+        const int px = p * N4 + acc_col(i, q), row = row0 + rw + acc_row(i);
 #ifdef VAE_WG_CHEAP_EPI   // dev: the epilogue's cost (wrong results)
-        recon[(i >> 1) & 1] += acc[i] + acc[i + 1];
+        recon[(i >> 1) & 1] += sum[i] + sum[i + 1] + xv[i / 2].x;
         (void)row;
 #else
         if (row < B) {
           const float2 bias = __ldg(reinterpret_cast<const float2*>(b2 + px));
-          recon[(i >> 1) & 1] += bce_term(acc[i] + bias.x, xv[i / 2].x) + bce_term(acc[i + 1] + bias.y, xv[i / 2].y);
+          recon[(i >> 1) & 1] += bce_term(sum[i] + bias.x, xv[i / 2].x) + bce_term(sum[i + 1] + bias.y, xv[i / 2].y);
         }
 #endif
       }
-    };
-    wg_layer<(D / wg::N4) * KC, KC, wg::S2, wg::N4 / 2, S::STG2, S::STAGE2, S::B2, 0, false>(sm, sm_s, THR, load_b, a_at, epi);
-  }
-
-  PROF(4);
+    }
+    PROF(4);
 #ifdef VAE_PROFILE
-  if (tid == 0 && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1))
-    printf("prof wg B=%d block %d: layer1 %lld layer2 %lld layer3 %lld layer4 %lld cycles\n", B, (int)blockIdx.x,
-           prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3]);
+    if (tid == 0 && t == (int)blockIdx.x && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1))
+      printf("prof wg B=%d block %d: layer1 %lld layer2 %lld layer3 %lld layer4 %lld cycles\n", B, (int)blockIdx.x,
+             prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3]);
 #endif
-  // ---- row sums over the 4 lanes that share a row (fixed butterfly), outputs
+    // ---- row sums over the 4 lanes that share a row (fixed butterfly), outputs
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < 2; ++h) {
 #pragma unroll
-    for (int o = 1; o <= 2; o <<= 1) {
-      recon[h] += __shfl_xor_sync(0xffffffffu, recon[h], o);
-      kl[h] += __shfl_xor_sync(0xffffffffu, kl[h], o);
+      for (int o = 1; o <= 2; o <<= 1) {
+        recon[h] += __shfl_xor_sync(0xffffffffu, recon[h], o);
+        kl[h] += __shfl_xor_sync(0xffffffffu, kl[h], o);
+      }
+      const int row = row0 + rw + 8 * h;
+      if (q == 0 && row < B) {
+        const float k = -0.5f * kl[h];
+        out[row] = -(recon[h] + k);
+        out[(size_t)B + row] = recon[h];
+        out[2 * (size_t)B + row] = k;
+      }
     }
-    const int row = row0 + rw + 8 * h;
-    if (q == 0 && row < B) {
-      const float k = -0.5f * kl[h];
-      out[row] = -(recon[h] + k);
-      out[(size_t)B + row] = recon[h];
-      out[2 * (size_t)B + row] = k;
-    }
+    consumers_sync();   // the next tile's layer 1 writes ACT, which layer 4 read
   }
 }
 
@@ -1529,8 +1529,12 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
                     xp, w, op, Bi, noise, stream, dv); break;
     case 64: launch(vae_elbo_kernel_tile<64>, TileSmem<64>::BYTES, (int)((B + 63) / 64), TT, conf64,
                     xp, w, op, Bi, noise, stream, dv); break;
-    default: launch(vae_elbo_kernel_wg<128>, WgSmem<128>::BYTES, (int)((B + 127) / 128), 256, conf128,
-                    xp, w, op, Bi, noise, stream, dv); break;
+    default: {   // persistent: at most one block per SM, each taking every grid-th tile of 128 rows
+      const int sms = at::cuda::getDeviceProperties(dv)->multiProcessorCount;
+      launch(vae_elbo_kernel_wg, WgSmem::BYTES, (int)std::min<int64_t>((B + wg::BM - 1) / wg::BM, sms), wg::THREADS,
+             conf128, xp, w, op, Bi, noise, stream, dv);
+      break;
+    }
   }
 }
 

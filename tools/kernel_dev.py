@@ -207,7 +207,7 @@ def table(rows):
 
 VARIANTS = {"prof": "-DVAE_PROFILE", "skip_enc": "-DVAE_SKIP_ENC", "skip_dec": "-DVAE_SKIP_DEC",
             "skip_both": "-DVAE_SKIP_ENC -DVAE_SKIP_DEC", "wg_cheap_epi": "-DVAE_WG_CHEAP_EPI",
-            "wg_no_split": "-DVAE_WG_NO_SPLIT", "wg_neither": "-DVAE_WG_CHEAP_EPI -DVAE_WG_NO_SPLIT"}
+            "wg_no_split": "-DVAE_WG_NO_SPLIT"}
 
 
 def start_variant_builds(names):
