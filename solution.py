@@ -1016,6 +1016,24 @@ __device__ __forceinline__ void wgmma_tf32(float (&c)[32], const uint32_t (&a)[4
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 #endif
 }
+__device__ __forceinline__ void wgmma_tf32(float (&c)[28], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %33, 0; wgmma.mma_async.sync.aligned.m64n56k8.f32.tf32.tf32 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27"
+      "}, {%28, %29, %30, %31}, %32, p, 1, 1; }"
+      : C8(0), C8(8), C8(16), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
+__device__ __forceinline__ void wgmma_tf32(float (&c)[16], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %21, 0; wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "}, {%16, %17, %18, %19}, %20, p, 1, 1; }"
+      : C8(0), C8(8)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
 #undef C8
 __device__ __forceinline__ void wg_fence() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1058,8 +1076,8 @@ constexpr int PRODUCERS = 128;           // warps 8-11: copies and splits, one w
 constexpr int THREADS = CONSUMERS + PRODUCERS;
 constexpr int BK = 16;                    // K per chunk: one 64-byte swizzled row of TF32 per weight row
 constexpr int ROWB = BK * 4;              // bytes per weight row in a chunk
-constexpr int XLD = BK + 4;               // padded x row in a stage: conflict-free fragment loads
-constexpr int NS = 3;                     // stages
+constexpr int NS = 4;                     // stages
+constexpr int LAG = 2;                    // the producer splits chunk c - LAG after issuing chunk c's copies
 constexpr int WROWS = 128;                // rows of the largest weight chunk
 constexpr int N1 = H / 2, N2 = 2 * L, N3 = 64, N4 = 112;   // columns per pass of layers 1-4
 constexpr int KC1 = D / BK, KC2 = H / BK, KC3 = L / BK, KC4 = H / BK;   // chunks per pass
@@ -1078,11 +1096,14 @@ __device__ __forceinline__ uint64_t b_desc(uint32_t base, int j) {
   const uint32_t s = base + 32 * j;
   return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(8 * ROWB >> 4) << 32) | ((uint64_t)2 << 62);
 }
-// ACT (BM x H fp32: h, then d) in two halves of 128 columns, and Z (BM x L): element (r, k) at
-// (k / 128) 128 BM + 128 r + (k % 128 ^ 4 (r % 8)), resp. 32 r + (k ^ 4 (r % 8)), so fragment loads
-// (8 rows x 4 columns per warp) and the epilogues' float2 stores hit 32 distinct banks.
-__device__ __forceinline__ int act_at(int r, int k) { return (k >> 7) * (128 * BM) + r * 128 + ((k & 127) ^ ((r & 7) << 2)); }
-__device__ __forceinline__ int z_at(int r, int k) { return r * L + (k ^ ((r & 7) << 2)); }
+// ACT (BM x H fp32: h, then d) in quarters of 64 columns: element (r, k) at (k / 64) 64 BM + 64 r +
+// (k % 64 ^ 4 (r % 8)), so fragment loads (8 rows x 4 columns per warp) and the epilogues' float2
+// stores hit 32 distinct banks. Z (BM x L, z) lies in ACT's last quarter (h's last columns are read
+// before it is written, d's after it is read): element (r, k) at 192 BM + 32 r + (k ^ 4 (r % 8)).
+__device__ __forceinline__ int act_at(int r, int k) { return (k >> 6) * (64 * BM) + r * 64 + ((k & 63) ^ ((r & 7) << 2)); }
+__device__ __forceinline__ int z_at(int r, int k) { return 192 * BM + r * L + (k ^ ((r & 7) << 2)); }
+// x element (m, k) of a chunk: 64-byte rows with the same swizzle as the weights (conflict-free loads)
+__device__ __forceinline__ uint32_t x_at(int m, int k) { return b_unit(m, k >> 2) + 4 * (k & 3); }
 
 // The weight chunk `ci` (0 .. TILE_CHUNKS) of every tile: rows [n0, n0 + rows) x k [k0, k0 + 16) of a
 // row-major matrix with `ld` columns (layer 2: rows 0-31 of Wmu, then 32-63 of Wlv).
@@ -1100,11 +1121,10 @@ __device__ __forceinline__ Chunk chunk_at(int ci, const float* We, const float* 
 }  // namespace wg
 
 struct WgSmem {   // bytes
-  static constexpr int ACT = 0;                              // BM x H floats
-  static constexpr int Z = ACT + wg::BM * H * 4;             // BM x L floats
+  static constexpr int ACT = 0;                              // BM x H floats (Z in its last quarter)
   static constexpr int WB = wg::WROWS * wg::ROWB;            // stage: W big | W small | x (layer 1)
-  static constexpr int STAGE = 2 * WB + wg::BM * wg::XLD * 4;
-  static constexpr int STG = Z + wg::BM * L * 4;
+  static constexpr int STAGE = 2 * WB + wg::BM * wg::ROWB;
+  static constexpr int STG = ACT + wg::BM * H * 4;
   static constexpr int BARS = STG + wg::NS * STAGE;          // full[NS], empty[NS]
   static constexpr int BYTES = BARS + 2 * wg::NS * 8 + 1024; // + alignment slack
   static_assert(STG % 1024 == 0 && STAGE % 1024 == 0 && WB % 1024 == 0, "stages 1024-byte aligned (swizzle)");
@@ -1134,9 +1154,11 @@ __device__ __forceinline__ void ws_split_row(uint8_t* st, int n) {
 // 2 k-steps; A = a_at(r, k), k < 16, split in registers) into a fresh accumulator, wait for them, free
 // the stage, add the chunk into the fp32 sums (the tensor core's own accumulation keeps fewer bits
 // than fp32: 6e-6 against 4e-7 over K = 784 when each chunk is added here, notes/solution.md).
-template <int NACC, class AAt>
+template <int NACC, int CHAINS, class AAt>
 __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_t* empty, int c, int r0, int q,
                                          int lane, AAt a_at, float (&sum)[NACC]) {
+  constexpr int SUB = NACC / CHAINS;   // accumulator registers per chain (N / CHAINS columns)
+  static_assert(NACC % CHAINS == 0 && SUB % 4 == 0, "whole 8-column groups per chain");
   const int st = c % wg::NS;
   mbar_wait(&full[st], (c / wg::NS) & 1);
   uint32_t a[2][2][4];   // [big|small][k-step][fragment]
@@ -1148,22 +1170,38 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
     split(a_at(st, r0 + 8, 8 * j + q + 4), a[0][j][3], a[1][j][3]);
   }
   const uint32_t big = stg_s + st * WgSmem::STAGE;
-  float acc[NACC];
+  // CHAINS independent accumulators (column blocks): wgmma on one accumulator run one after another,
+  // so a single chain of 6 leaves the tensor cores waiting on their latency
+  float acc[CHAINS][SUB];
   wg_fence();
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
-    const uint64_t db = wg::b_desc(big, j), ds = wg::b_desc(big + WgSmem::WB, j);
-    wgmma_tf32(acc, a[1][j], db, j);   // small * big (the chunk starts at 0)
-    wgmma_tf32(acc, a[0][j], ds, 1);   // big * small
-    wgmma_tf32(acc, a[0][j], db, 1);   // big * big
+#pragma unroll
+    for (int h = 0; h < CHAINS; ++h) {
+      const uint32_t b = big + h * (2 * SUB) * wg::ROWB;   // the chain's first weight row
+      wgmma_tf32(acc[h], a[1][j], wg::b_desc(b, j), j);   // small * big (the chunk starts at 0)
+    }
+#pragma unroll
+    for (int h = 0; h < CHAINS; ++h) {
+      const uint32_t b = big + h * (2 * SUB) * wg::ROWB;
+      wgmma_tf32(acc[h], a[0][j], wg::b_desc(b + WgSmem::WB, j), 1);   // big * small
+    }
+#pragma unroll
+    for (int h = 0; h < CHAINS; ++h) {
+      const uint32_t b = big + h * (2 * SUB) * wg::ROWB;
+      wgmma_tf32(acc[h], a[0][j], wg::b_desc(b, j), 1);   // big * big
+    }
   }
   wg_commit();
   wg_wait<0>();
-  keep(acc);
+#pragma unroll
+  for (int h = 0; h < CHAINS; ++h) keep(acc[h]);
   __syncwarp();
   if (lane == 0) mbar_arrive(&empty[st]);
 #pragma unroll
-  for (int i = 0; i < NACC; ++i) sum[i] += acc[i];
+  for (int h = 0; h < CHAINS; ++h)
+#pragma unroll
+    for (int i = 0; i < SUB; ++i) sum[h * SUB + i] += acc[h][i];
 }
 
 // Thread's accumulator entry i of an m64nN tile: row 16 w + g + 8 ((i >> 1) & 1) of its warpgroup's
@@ -1188,7 +1226,6 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   uint8_t* sm = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const uint32_t stg_s = smem_u32(sm + S::STG);
   float* act = reinterpret_cast<float*>(sm + S::ACT);
-  float* zs = reinterpret_cast<float*>(sm + S::Z);
   uint64_t* full = reinterpret_cast<uint64_t*>(sm + S::BARS);
   uint64_t* empty = full + NS;
   const int tid = threadIdx.x, lane = tid & 31, q = lane & 3;
@@ -1228,15 +1265,20 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           for (int e = pt; e < BM * 4; e += PRODUCERS) {
             const int m = e >> 2, u = e & 3, row = row0 + m;
             const bool ok = row < B;
-            cp_async16(st + 2 * S::WB + (m * XLD + 4 * u) * 4, x + (ok ? (size_t)row * D + ch.k0 + 4 * u : 0), ok);
+            cp_async16(st + 2 * S::WB + b_unit(m, u), x + (ok ? (size_t)row * D + ch.k0 + 4 * u : 0), ok);
           }
         }
         cp_async_commit();
-        if (c >= 1) {
-          cp_async_wait<1>();
-          finish(c - 1);
+        if (c >= LAG) {
+          cp_async_wait<LAG>();
+          finish(c - LAG);
         }
       }
+    }
+    static_assert(LAG == 2 && NS >= LAG + 2, "the drain below; a stage for the consumers");
+    if (c >= 2) {
+      cp_async_wait<1>();
+      finish(c - 2);
     }
     if (c >= 1) {
       cp_async_wait<0>();
@@ -1258,7 +1300,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     // ---- layer 1: h = relu(x We^T + be) -> ACT, 2 passes of 128 units (x streamed twice)
     {
       auto a_at = [&](int st, int r, int k) {
-        return reinterpret_cast<const float*>(sm + S::STG + st * S::STAGE + 2 * S::WB)[r * XLD + k];
+        return *reinterpret_cast<const float*>(sm + S::STG + st * S::STAGE + 2 * S::WB + x_at(r, k));
       };
 #pragma unroll 1
       for (int p = 0; p < H / N1; ++p) {
@@ -1266,7 +1308,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll
         for (int i = 0; i < N1 / 2; ++i) sum[i] = 0.f;
 #pragma unroll 1
-        for (int kc = 0; kc < KC1; ++kc, ++c) ws_chunk(stg_s, full, empty, c, rw, q, lane, a_at, sum);
+        for (int kc = 0; kc < KC1; ++kc, ++c) ws_chunk<N1 / 2, 2>(stg_s, full, empty, c, rw, q, lane, a_at, sum);
 #pragma unroll
         for (int i = 0; i < N1 / 2; i += 2) {
           const int r = rw + acc_row(i), k = p * N1 + acc_col(i, q);
@@ -1287,15 +1329,16 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
       for (int kc = 0; kc < KC2; ++kc, ++c) {
         const int k0 = kc * wg::BK;
-        ws_chunk(stg_s, full, empty, c, rw, q, lane, [&](int st, int r, int k) { return a_at(st, r, k0 + k); }, sum);
+        ws_chunk<N2 / 2, 2>(stg_s, full, empty, c, rw, q, lane, [&](int st, int r, int k) { return a_at(st, r, k0 + k); }, sum);
       }
       const NoiseDraw draw = noise_source(noise);
+      consumers_sync();   // every warp's h reads are done: Z overwrites h's last columns
 #pragma unroll
       for (int i = 0; i < N2 / 4; ++i) {   // entries i < 16: mu (columns < 32); i + 16: logvar, same j
         const int r = rw + acc_row(i), j = acc_col(i, q), row = row0 + r;
         const float mu = sum[i] + __ldg(bmu + j), lv = sum[i + N2 / 4] + __ldg(blv + j);
         const float eps = row < B ? draw((uint64_t)row * L + j) : 0.f;
-        zs[z_at(r, j)] = __fadd_rn(mu, __fmul_rn(expf(__fmul_rn(0.5f, lv)), eps));
+        act[z_at(r, j)] = __fadd_rn(mu, __fmul_rn(expf(__fmul_rn(0.5f, lv)), eps));
         kl[(i >> 1) & 1] += __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv));
       }
     }
@@ -1310,8 +1353,9 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
       for (int kc = 0; kc < KC3; ++kc, ++c) {
         const int k0 = kc * wg::BK;
-        ws_chunk(stg_s, full, empty, c, rw, q, lane, [&](int, int r, int k) { return zs[z_at(r, k0 + k)]; }, sum);
+        ws_chunk<N3 / 2, 2>(stg_s, full, empty, c, rw, q, lane, [&](int, int r, int k) { return act[z_at(r, k0 + k)]; }, sum);
       }
+      if (p == H / N3 - 1) consumers_sync();   // every warp's z reads are done: the last quarter of d overwrites Z
 #pragma unroll
       for (int i = 0; i < N3 / 2; i += 2) {
         const int r = rw + acc_row(i), k = p * N3 + acc_col(i, q);
@@ -1331,7 +1375,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
       for (int kc = 0; kc < KC4; ++kc, ++c) {
         const int k0 = kc * wg::BK;
-        ws_chunk(stg_s, full, empty, c, rw, q, lane, [&](int, int r, int k) { return act[act_at(r, k0 + k)]; }, sum);
+        ws_chunk<N4 / 2, 2>(stg_s, full, empty, c, rw, q, lane, [&](int, int r, int k) { return act[act_at(r, k0 + k)]; }, sum);
       }
       float2 xv[N4 / 4];   // every x value of the pass first: one memory latency, not 28
 #pragma unroll
