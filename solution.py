@@ -1034,6 +1034,15 @@ __device__ __forceinline__ void wgmma_tf32(float (&c)[16], const uint32_t (&a)[4
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 #endif
 }
+__device__ __forceinline__ void wgmma_tf32(float (&c)[8], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %13, 0; wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7"
+      "}, {%8, %9, %10, %11}, %12, p, 1, 1; }"
+      : C8(0)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
 #undef C8
 __device__ __forceinline__ void wg_fence() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1061,6 +1070,10 @@ __device__ __forceinline__ void mbar_init_count(uint64_t* bar, int count) {
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem_u32(bar)) : "memory");
 }
+__device__ __forceinline__ void keep(uint32_t (&a)[2][2][4]) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) asm volatile("" : "+r"(a[i / 8][(i / 4) % 2][i % 4]) :: "memory");
+}
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
@@ -1074,8 +1087,16 @@ constexpr int BM = 128;                   // rows per tile: 2 consumer warpgroup
 constexpr int CONSUMERS = 256;            // warps 0-7: the MMAs and epilogues
 constexpr int PRODUCERS = 128;           // warps 8-11: copies and splits, one weight row per thread
 constexpr int THREADS = CONSUMERS + PRODUCERS;
+constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;   // setmaxnreg: 224 x 256 + 56 x 128 = 64 K
+static_assert(CONSUMER_REGS * CONSUMERS + PRODUCER_REGS * PRODUCERS <= 65536, "the register file");
 constexpr int BK = 16;                    // K per chunk: one 64-byte swizzled row of TF32 per weight row
 constexpr int ROWB = BK * 4;              // bytes per weight row in a chunk
+#ifndef VAE_WG_CHAINS1
+#define VAE_WG_CHAINS1 2                  // independent accumulator chains per chunk, layer 1 (1, 2, 4)
+#endif
+#ifndef VAE_WG_CHAINS4
+#define VAE_WG_CHAINS4 2                  // ... layer 4 (1, 2, 7)
+#endif
 constexpr int NS = 4;                     // stages
 constexpr int LAG = 2;                    // the producer splits chunk c - LAG after issuing chunk c's copies
 constexpr int WROWS = 128;                // rows of the largest weight chunk
@@ -1204,6 +1225,75 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
     for (int i = 0; i < SUB; ++i) sum[h * SUB + i] += acc[h][i];
 }
 
+// Dev variant (VAE_WG_INFLIGHT) of a pass of PASS chunks from chunk c0: as ws_chunk, but each chunk's
+// wgmma stay in flight while the next chunk's fragments are loaded and its wgmma issued (wait 1; two
+// accumulator and fragment sets alternate). a_at(kc, r, k): A element, kc = chunk within the pass.
+template <int NACC, int CHAINS, int PASS, class AAt>
+__device__ __forceinline__ void ws_pass(uint32_t stg_s, uint64_t* full, uint64_t* empty, int c0, int r0, int q,
+                                        int lane, AAt a_at, float (&sum)[NACC]) {
+  constexpr int SUB = NACC / CHAINS;
+  static_assert(NACC % CHAINS == 0 && SUB % 4 == 0 && PASS >= 2, "whole 8-column groups per chain");
+  float acc[2][CHAINS][SUB];
+  uint32_t a[2][2][2][4];
+  auto issue = [&](int kc, uint32_t (&A)[2][2][4], float (&ac)[CHAINS][SUB]) {
+    const int c = c0 + kc, st = c % wg::NS;
+    mbar_wait(&full[st], (c / wg::NS) & 1);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      split(a_at(kc, r0, 8 * j + q), A[0][j][0], A[1][j][0]);
+      split(a_at(kc, r0 + 8, 8 * j + q), A[0][j][1], A[1][j][1]);
+      split(a_at(kc, r0, 8 * j + q + 4), A[0][j][2], A[1][j][2]);
+      split(a_at(kc, r0 + 8, 8 * j + q + 4), A[0][j][3], A[1][j][3]);
+    }
+    const uint32_t big = stg_s + st * WgSmem::STAGE;
+    wg_fence();
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int h = 0; h < CHAINS; ++h)
+        wgmma_tf32(ac[h], A[1][j], wg::b_desc(big + h * (2 * SUB) * wg::ROWB, j), j);
+#pragma unroll
+      for (int h = 0; h < CHAINS; ++h)
+        wgmma_tf32(ac[h], A[0][j], wg::b_desc(big + h * (2 * SUB) * wg::ROWB + WgSmem::WB, j), 1);
+#pragma unroll
+      for (int h = 0; h < CHAINS; ++h)
+        wgmma_tf32(ac[h], A[0][j], wg::b_desc(big + h * (2 * SUB) * wg::ROWB, j), 1);
+    }
+    wg_commit();
+  };
+  auto retire = [&](int kc, uint32_t (&A)[2][2][4], float (&ac)[CHAINS][SUB]) {   // its wgmma are done
+    keep(A);
+#pragma unroll
+    for (int h = 0; h < CHAINS; ++h) keep(ac[h]);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[(c0 + kc) % wg::NS]);
+#pragma unroll
+    for (int h = 0; h < CHAINS; ++h)
+#pragma unroll
+      for (int i = 0; i < SUB; ++i) sum[h * SUB + i] += ac[h][i];
+  };
+  issue(0, a[0], acc[0]);
+#pragma unroll 1
+  for (int t = 0; t < (PASS - 1) / 2; ++t) {
+    issue(1 + 2 * t, a[1], acc[1]);
+    wg_wait<1>();
+    retire(2 * t, a[0], acc[0]);
+    issue(2 + 2 * t, a[0], acc[0]);
+    wg_wait<1>();
+    retire(1 + 2 * t, a[1], acc[1]);
+  }
+  if constexpr (PASS % 2 == 0) {
+    issue(PASS - 1, a[1], acc[1]);
+    wg_wait<1>();
+    retire(PASS - 2, a[0], acc[0]);
+    wg_wait<0>();
+    retire(PASS - 1, a[1], acc[1]);
+  } else {
+    wg_wait<0>();
+    retire(PASS - 1, a[0], acc[0]);
+  }
+}
+
 // Thread's accumulator entry i of an m64nN tile: row 16 w + g + 8 ((i >> 1) & 1) of its warpgroup's
 // 64, column 8 (i >> 2) + 2 q + (i & 1).
 __device__ __forceinline__ int acc_row(int i) { return ((i >> 1) & 1) * 8; }
@@ -1242,6 +1332,9 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   __syncthreads();
 
   if (tid >= CONSUMERS) {   // ---- producer warps: chunk c's copies, then chunk c - 1's split
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS));   // registers to the consumers
+#endif
     const int pt = tid - CONSUMERS;   // this thread's weight row
     auto stage = [&](int c) { return sm + S::STG + (c % NS) * S::STAGE; };
     auto finish = [&](int c) {   // chunk c landed (own copies): split own rows, publish
@@ -1288,6 +1381,9 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   }
 
   // ---- consumers: warpgroup wgi owns rows 64 wgi .. 64 wgi + 63 of each tile
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(CONSUMER_REGS));
+#endif
   const int rw = 64 * (tid / 128) + 16 * ((tid / 32) % 4) + (lane >> 2);   // rows rw, rw + 8 of the tile
   int c = 0;
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -1308,7 +1404,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll
         for (int i = 0; i < N1 / 2; ++i) sum[i] = 0.f;
 #pragma unroll 1
-        for (int kc = 0; kc < KC1; ++kc, ++c) ws_chunk<N1 / 2, 2>(stg_s, full, empty, c, rw, q, lane, a_at, sum);
+        for (int kc = 0; kc < KC1; ++kc, ++c) ws_chunk<N1 / 2, VAE_WG_CHAINS1>(stg_s, full, empty, c, rw, q, lane, a_at, sum);
 #pragma unroll
         for (int i = 0; i < N1 / 2; i += 2) {
           const int r = rw + acc_row(i), k = p * N1 + acc_col(i, q);
@@ -1326,11 +1422,17 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       float sum[N2 / 2];
 #pragma unroll
       for (int i = 0; i < N2 / 2; ++i) sum[i] = 0.f;
+#ifdef VAE_WG_INFLIGHT
+      ws_pass<N2 / 2, 2, KC2>(stg_s, full, empty, c, rw, q, lane,
+                              [&](int kc, int r, int k) { return act[act_at(r, kc * wg::BK + k)]; }, sum);
+      c += KC2;
+#else
 #pragma unroll 1
       for (int kc = 0; kc < KC2; ++kc, ++c) {
         const int k0 = kc * wg::BK;
         ws_chunk<N2 / 2, 2>(stg_s, full, empty, c, rw, q, lane, [&](int st, int r, int k) { return a_at(st, r, k0 + k); }, sum);
       }
+#endif
       const NoiseDraw draw = noise_source(noise);
       consumers_sync();   // every warp's h reads are done: Z overwrites h's last columns
 #pragma unroll
@@ -1350,11 +1452,17 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       float sum[N3 / 2];
 #pragma unroll
       for (int i = 0; i < N3 / 2; ++i) sum[i] = 0.f;
+#ifdef VAE_WG_INFLIGHT
+      ws_pass<N3 / 2, 2, KC3>(stg_s, full, empty, c, rw, q, lane,
+                              [&](int kc, int r, int k) { return act[z_at(r, kc * wg::BK + k)]; }, sum);
+      c += KC3;
+#else
 #pragma unroll 1
       for (int kc = 0; kc < KC3; ++kc, ++c) {
         const int k0 = kc * wg::BK;
         ws_chunk<N3 / 2, 2>(stg_s, full, empty, c, rw, q, lane, [&](int, int r, int k) { return act[z_at(r, k0 + k)]; }, sum);
       }
+#endif
       if (p == H / N3 - 1) consumers_sync();   // every warp's z reads are done: the last quarter of d overwrites Z
 #pragma unroll
       for (int i = 0; i < N3 / 2; i += 2) {
@@ -1372,11 +1480,17 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       float sum[N4 / 2];
 #pragma unroll
       for (int i = 0; i < N4 / 2; ++i) sum[i] = 0.f;
+#ifdef VAE_WG_INFLIGHT
+      ws_pass<N4 / 2, VAE_WG_CHAINS4, KC4>(stg_s, full, empty, c, rw, q, lane,
+                                           [&](int kc, int r, int k) { return act[act_at(r, kc * wg::BK + k)]; }, sum);
+      c += KC4;
+#else
 #pragma unroll 1
       for (int kc = 0; kc < KC4; ++kc, ++c) {
         const int k0 = kc * wg::BK;
-        ws_chunk<N4 / 2, 2>(stg_s, full, empty, c, rw, q, lane, [&](int, int r, int k) { return act[act_at(r, k0 + k)]; }, sum);
+        ws_chunk<N4 / 2, VAE_WG_CHAINS4>(stg_s, full, empty, c, rw, q, lane, [&](int, int r, int k) { return act[act_at(r, k0 + k)]; }, sum);
       }
+#endif
       float2 xv[N4 / 4];   // every x value of the pass first: one memory latency, not 28
 #pragma unroll
       for (int i = 0; i < N4 / 2; i += 2) {

@@ -207,7 +207,8 @@ def table(rows):
 
 VARIANTS = {"prof": "-DVAE_PROFILE", "skip_enc": "-DVAE_SKIP_ENC", "skip_dec": "-DVAE_SKIP_DEC",
             "skip_both": "-DVAE_SKIP_ENC -DVAE_SKIP_DEC", "wg_cheap_epi": "-DVAE_WG_CHEAP_EPI",
-            "wg_no_split": "-DVAE_WG_NO_SPLIT"}
+            "wg_no_split": "-DVAE_WG_NO_SPLIT", "wg_chains1": "-DVAE_WG_CHAINS1=1 -DVAE_WG_CHAINS4=1",
+            "wg_chains4": "-DVAE_WG_CHAINS1=4 -DVAE_WG_CHAINS4=7", "wg_inflight": "-DVAE_WG_INFLIGHT"}
 
 
 def start_variant_builds(names):
@@ -221,12 +222,24 @@ def start_variant_builds(names):
 
 
 def variant_run(name):
-    """In a subprocess built with VARIANTS[name]: GPU time (or phase clocks) at a few sizes."""
+    """In a subprocess built with VARIANTS[name]: GPU time (or phase clocks) at a few sizes, and for the
+    tensor-core kernel's variants the max |diff| to eager at B = 1000 (dev switches may be wrong on purpose)."""
     import torch
+    import reference
     import solution
+    torch.manual_seed(0)
+    ref = reference.Model(784, 256, 32).cuda()
     new = solution.ModelNew(784, 256, 32).cuda()
+    new.load_state_dict(ref.state_dict())
     res = []
-    for B, R in ((128, 9), (128, 16), (1000, 16), (4096, 128), (16384, 128)):
+    if name.startswith("wg_"):
+        x = torch.rand(1000, 784, device="cuda")
+        torch.manual_seed(1)
+        want = ref(x)
+        torch.manual_seed(1)
+        got = new(x, 128)
+        res.append("max|diff| B=1000 R=128 " + " ".join(f"{(g - w).abs().max().item():.1e}" for g, w in zip(got, want)))
+    for B, R in ((128, 9), (128, 16), (1000, 16), (4096, 128), (16384, 128), (65536, 128)):
         x = torch.rand(B, 784, device="cuda")
         if name == "prof":
             new(x, R)
