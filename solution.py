@@ -324,6 +324,15 @@ __device__ __forceinline__ float bce_term(float logit, float xv) {
   return __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
 }
 
+#ifdef VAE_WG_FAST_BCE
+__device__ __forceinline__ float bce_term_fast(float logit, float xv) {
+  const float p = __fdividef(1.0f, 1.0f + __expf(-logit));   // 0 when exp overflows, as torch's
+  const float lp = fmaxf(__logf(p), -100.f);
+  const float l1p = fmaxf(__logf(1.0f - p), -100.f);
+  return __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
+}
+#endif
+
 // Last layer of the cluster kernel on the tensor cores, one warp: partial logits of rows [0, R) x
 // pixel tiles [nt0, nt0 + NT) of this block's slice (m16n8 tiles; rows >= R and pixels >= 98 are
 // computed and dropped) = h2 . W2 slice^T over k-steps [8 kg, 8 kg + 8), in 3xTF32; written to
@@ -1506,7 +1515,11 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #else
         if (row < B) {
           const float2 bias = __ldg(reinterpret_cast<const float2*>(b2 + px));
+#ifdef VAE_WG_FAST_BCE   // dev: sigmoid and logs on the SFU intrinsics (the error ratio to eager decides)
+          recon[(i >> 1) & 1] += bce_term_fast(sum[i] + bias.x, xv[i / 2].x) + bce_term_fast(sum[i + 1] + bias.y, xv[i / 2].y);
+#else
           recon[(i >> 1) & 1] += bce_term(sum[i] + bias.x, xv[i / 2].x) + bce_term(sum[i + 1] + bias.y, xv[i / 2].y);
+#endif
         }
 #endif
       }
