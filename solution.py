@@ -1052,6 +1052,35 @@ __device__ __forceinline__ void wgmma_tf32(float (&c)[8], const uint32_t (&a)[4]
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 #endif
 }
+// c += A . B with A also from smem (descriptors): dev variant VAE_WG_L1SS (layer 1).
+__device__ __forceinline__ void wgmma_ss(float (&c)[64], uint64_t da, uint64_t db, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0; wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1; }"
+      : C8(0), C8(8), C8(16), C8(24), C8(32), C8(40), C8(48), C8(56)
+      : "l"(da), "l"(db), "r"(accumulate));
+#endif
+}
+__device__ __forceinline__ void wgmma_ss(float (&c)[32], uint64_t da, uint64_t db, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %34, 0; wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1; }"
+      : C8(0), C8(8), C8(16), C8(24)
+      : "l"(da), "l"(db), "r"(accumulate));
+#endif
+}
+__device__ __forceinline__ void wgmma_ss(float (&c)[16], uint64_t da, uint64_t db, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %18, 0; wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "}, %16, %17, p, 1, 1; }"
+      : C8(0), C8(8)
+      : "l"(da), "l"(db), "r"(accumulate));
+#endif
+}
 #undef C8
 __device__ __forceinline__ void wg_fence() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1106,8 +1135,13 @@ constexpr int ROWB = BK * 4;              // bytes per weight row in a chunk
 #ifndef VAE_WG_CHAINS4
 #define VAE_WG_CHAINS4 2                  // ... layer 4 (1, 2, 7)
 #endif
-constexpr int NS = 4;                     // stages
-constexpr int LAG = 2;                    // the producer splits chunk c - LAG after issuing chunk c's copies
+#ifdef VAE_WG_L1SS   // dev: layer 1's x split by the producers too, A from smem, one chunk in flight
+constexpr bool L1SS = true;
+constexpr int NS = 3, LAG = 1;            // stages; the producer splits chunk c - LAG after issuing chunk c
+#else
+constexpr bool L1SS = false;
+constexpr int NS = 4, LAG = 2;
+#endif
 constexpr int WROWS = 128;                // rows of the largest weight chunk
 constexpr int N1 = H / 2, N2 = 2 * L, N3 = 64, N4 = 112;   // columns per pass of layers 1-4
 constexpr int KC1 = D / BK, KC2 = H / BK, KC3 = L / BK, KC4 = H / BK;   // chunks per pass
@@ -1153,7 +1187,7 @@ __device__ __forceinline__ Chunk chunk_at(int ci, const float* We, const float* 
 struct WgSmem {   // bytes
   static constexpr int ACT = 0;                              // BM x H floats (Z in its last quarter)
   static constexpr int WB = wg::WROWS * wg::ROWB;            // stage: W big | W small | x (layer 1)
-  static constexpr int STAGE = 2 * WB + wg::BM * wg::ROWB;
+  static constexpr int STAGE = 2 * WB + wg::BM * wg::ROWB * (wg::L1SS ? 2 : 1);   // x big (| x small)
   static constexpr int STG = ACT + wg::BM * H * 4;
   static constexpr int BARS = STG + wg::NS * STAGE;          // full[NS], empty[NS]
   static constexpr int BYTES = BARS + 2 * wg::NS * 8 + 1024; // + alignment slack
@@ -1237,7 +1271,7 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
 // Dev variant (VAE_WG_INFLIGHT) of a pass of PASS chunks from chunk c0: as ws_chunk, but each chunk's
 // wgmma stay in flight while the next chunk's fragments are loaded and its wgmma issued (wait 1; two
 // accumulator and fragment sets alternate). a_at(kc, r, k): A element, kc = chunk within the pass.
-template <int NACC, int CHAINS, int PASS, class AAt>
+template <int NACC, int CHAINS, int PASS, bool SS, class AAt>
 __device__ __forceinline__ void ws_pass(uint32_t stg_s, uint64_t* full, uint64_t* empty, int c0, int r0, int q,
                                         int lane, AAt a_at, float (&sum)[NACC]) {
   constexpr int SUB = NACC / CHAINS;
@@ -1247,31 +1281,43 @@ __device__ __forceinline__ void ws_pass(uint32_t stg_s, uint64_t* full, uint64_t
   auto issue = [&](int kc, uint32_t (&A)[2][2][4], float (&ac)[CHAINS][SUB]) {
     const int c = c0 + kc, st = c % wg::NS;
     mbar_wait(&full[st], (c / wg::NS) & 1);
+    if constexpr (!SS) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      split(a_at(kc, r0, 8 * j + q), A[0][j][0], A[1][j][0]);
-      split(a_at(kc, r0 + 8, 8 * j + q), A[0][j][1], A[1][j][1]);
-      split(a_at(kc, r0, 8 * j + q + 4), A[0][j][2], A[1][j][2]);
-      split(a_at(kc, r0 + 8, 8 * j + q + 4), A[0][j][3], A[1][j][3]);
+      for (int j = 0; j < 2; ++j) {
+        split(a_at(kc, r0, 8 * j + q), A[0][j][0], A[1][j][0]);
+        split(a_at(kc, r0 + 8, 8 * j + q), A[0][j][1], A[1][j][1]);
+        split(a_at(kc, r0, 8 * j + q + 4), A[0][j][2], A[1][j][2]);
+        split(a_at(kc, r0 + 8, 8 * j + q + 4), A[0][j][3], A[1][j][3]);
+      }
     }
     const uint32_t big = stg_s + st * WgSmem::STAGE;
+    const uint32_t abig = big + 2 * WgSmem::WB + (r0 >> 6) * 64 * wg::ROWB;   // SS: this warpgroup's x rows
     wg_fence();
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
 #pragma unroll
-      for (int h = 0; h < CHAINS; ++h)
-        wgmma_tf32(ac[h], A[1][j], wg::b_desc(big + h * (2 * SUB) * wg::ROWB, j), j);
+      for (int h = 0; h < CHAINS; ++h) {
+        const uint64_t db = wg::b_desc(big + h * (2 * SUB) * wg::ROWB, j);
+        if constexpr (SS) wgmma_ss(ac[h], wg::b_desc(abig + WgSmem::WB, j), db, j);   // small * big
+        else wgmma_tf32(ac[h], A[1][j], db, j);
+      }
 #pragma unroll
-      for (int h = 0; h < CHAINS; ++h)
-        wgmma_tf32(ac[h], A[0][j], wg::b_desc(big + h * (2 * SUB) * wg::ROWB + WgSmem::WB, j), 1);
+      for (int h = 0; h < CHAINS; ++h) {
+        const uint64_t ds = wg::b_desc(big + h * (2 * SUB) * wg::ROWB + WgSmem::WB, j);
+        if constexpr (SS) wgmma_ss(ac[h], wg::b_desc(abig, j), ds, 1);                 // big * small
+        else wgmma_tf32(ac[h], A[0][j], ds, 1);
+      }
 #pragma unroll
-      for (int h = 0; h < CHAINS; ++h)
-        wgmma_tf32(ac[h], A[0][j], wg::b_desc(big + h * (2 * SUB) * wg::ROWB, j), 1);
+      for (int h = 0; h < CHAINS; ++h) {
+        const uint64_t db = wg::b_desc(big + h * (2 * SUB) * wg::ROWB, j);
+        if constexpr (SS) wgmma_ss(ac[h], wg::b_desc(abig, j), db, 1);                 // big * big
+        else wgmma_tf32(ac[h], A[0][j], db, 1);
+      }
     }
     wg_commit();
   };
   auto retire = [&](int kc, uint32_t (&A)[2][2][4], float (&ac)[CHAINS][SUB]) {   // its wgmma are done
-    keep(A);
+    if constexpr (!SS) keep(A);
 #pragma unroll
     for (int h = 0; h < CHAINS; ++h) keep(ac[h]);
     __syncwarp();
@@ -1350,6 +1396,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       const Chunk ch = chunk_at(c % TILE_CHUNKS, We, Wmu, Wlv, W1, W2);
 #ifndef VAE_WG_NO_SPLIT   // dev: the split's cost (wrong results)
       if (pt < ch.rows) ws_split_row(stage(c), pt);
+      if (L1SS && ch.x) ws_split_row(stage(c) + 2 * S::WB, pt);   // x row pt: big, small WB further
 #endif
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic writes -> wgmma reads
       mbar_arrive(&full[c % NS]);
@@ -1363,12 +1410,12 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         const Chunk ch = chunk_at(ci, We, Wmu, Wlv, W1, W2);
         const uint32_t st = smem_u32(stage(c));
         if (pt < ch.rows) ws_copy_row(st, ch, pt);
-        if (ch.x) {   // layer 1: the x chunk too (rows past B read as 0)
-          for (int e = pt; e < BM * 4; e += PRODUCERS) {
-            const int m = e >> 2, u = e & 3, row = row0 + m;
-            const bool ok = row < B;
-            cp_async16(st + 2 * S::WB + b_unit(m, u), x + (ok ? (size_t)row * D + ch.k0 + 4 * u : 0), ok);
-          }
+        if (ch.x) {   // layer 1: x row pt of the chunk too (rows past B read as 0)
+          const int row = row0 + pt;
+          const bool ok = row < B;
+#pragma unroll
+          for (int u = 0; u < 4; ++u)
+            cp_async16(st + 2 * S::WB + b_unit(pt, u), x + (ok ? (size_t)row * D + ch.k0 + 4 * u : 0), ok);
         }
         cp_async_commit();
         if (c >= LAG) {
@@ -1377,8 +1424,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         }
       }
     }
-    static_assert(LAG == 2 && NS >= LAG + 2, "the drain below; a stage for the consumers");
-    if (c >= 2) {
+    static_assert((LAG == 1 || LAG == 2) && NS >= LAG + 2, "the drain below; stages for the consumers");
+    if (LAG == 2 && c >= 2) {
       cp_async_wait<1>();
       finish(c - 2);
     }
@@ -1412,8 +1459,13 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         float sum[N1 / 2];
 #pragma unroll
         for (int i = 0; i < N1 / 2; ++i) sum[i] = 0.f;
+#ifdef VAE_WG_L1SS
+        ws_pass<N1 / 2, VAE_WG_CHAINS1, KC1, true>(stg_s, full, empty, c, rw, q, lane, a_at, sum);
+        c += KC1;
+#else
 #pragma unroll 1
         for (int kc = 0; kc < KC1; ++kc, ++c) ws_chunk<N1 / 2, VAE_WG_CHAINS1>(stg_s, full, empty, c, rw, q, lane, a_at, sum);
+#endif
 #pragma unroll
         for (int i = 0; i < N1 / 2; i += 2) {
           const int r = rw + acc_row(i), k = p * N1 + acc_col(i, q);
@@ -1432,7 +1484,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll
       for (int i = 0; i < N2 / 2; ++i) sum[i] = 0.f;
 #ifdef VAE_WG_INFLIGHT
-      ws_pass<N2 / 2, 2, KC2>(stg_s, full, empty, c, rw, q, lane,
+      ws_pass<N2 / 2, 2, KC2, false>(stg_s, full, empty, c, rw, q, lane,
                               [&](int kc, int r, int k) { return act[act_at(r, kc * wg::BK + k)]; }, sum);
       c += KC2;
 #else
@@ -1462,7 +1514,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll
       for (int i = 0; i < N3 / 2; ++i) sum[i] = 0.f;
 #ifdef VAE_WG_INFLIGHT
-      ws_pass<N3 / 2, 2, KC3>(stg_s, full, empty, c, rw, q, lane,
+      ws_pass<N3 / 2, 2, KC3, false>(stg_s, full, empty, c, rw, q, lane,
                               [&](int kc, int r, int k) { return act[z_at(r, kc * wg::BK + k)]; }, sum);
       c += KC3;
 #else
@@ -1490,7 +1542,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll
       for (int i = 0; i < N4 / 2; ++i) sum[i] = 0.f;
 #ifdef VAE_WG_INFLIGHT
-      ws_pass<N4 / 2, VAE_WG_CHAINS4, KC4>(stg_s, full, empty, c, rw, q, lane,
+      ws_pass<N4 / 2, VAE_WG_CHAINS4, KC4, false>(stg_s, full, empty, c, rw, q, lane,
                                            [&](int kc, int r, int k) { return act[act_at(r, kc * wg::BK + k)]; }, sum);
       c += KC4;
 #else

@@ -209,7 +209,8 @@ VARIANTS = {"prof": "-DVAE_PROFILE", "skip_enc": "-DVAE_SKIP_ENC", "skip_dec": "
             "skip_both": "-DVAE_SKIP_ENC -DVAE_SKIP_DEC", "wg_cheap_epi": "-DVAE_WG_CHEAP_EPI",
             "wg_no_split": "-DVAE_WG_NO_SPLIT", "wg_chains1": "-DVAE_WG_CHAINS1=1 -DVAE_WG_CHAINS4=1",
             "wg_chains4": "-DVAE_WG_CHAINS1=4 -DVAE_WG_CHAINS4=7", "wg_inflight": "-DVAE_WG_INFLIGHT",
-            "wg_fast_bce": "-DVAE_WG_FAST_BCE", "wg_base": ""}
+            "wg_fast_bce": "-DVAE_WG_FAST_BCE", "wg_base": "",
+            "wg_l1ss": "-DVAE_WG_L1SS -DVAE_WG_INFLIGHT"}
 
 
 def start_variant_builds(names):
