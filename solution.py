@@ -1135,6 +1135,11 @@ constexpr int ROWB = BK * 4;              // bytes per weight row in a chunk
 #ifndef VAE_WG_CHAINS4
 #define VAE_WG_CHAINS4 2                  // ... layer 4 (1, 2, 7)
 #endif
+#ifdef VAE_WG_INFLIGHT   // dev: layers 2-4 keep one chunk's wgmma in flight (ws_pass)
+constexpr bool INFLIGHT = true;
+#else
+constexpr bool INFLIGHT = false;
+#endif
 #ifdef VAE_WG_L1SS   // dev: layer 1's x split by the producers too, A from smem, one chunk in flight
 constexpr bool L1SS = true;
 constexpr int NS = 3, LAG = 1;            // stages; the producer splits chunk c - LAG after issuing chunk c
@@ -1270,7 +1275,7 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
 
 // Dev variant (VAE_WG_INFLIGHT) of a pass of PASS chunks from chunk c0: as ws_chunk, but each chunk's
 // wgmma stay in flight while the next chunk's fragments are loaded and its wgmma issued (wait 1; two
-// accumulator and fragment sets alternate). a_at(kc, r, k): A element, kc = chunk within the pass.
+// accumulator and fragment sets alternate). a_at(st, kc, r, k): A element (stage st, chunk kc of the pass).
 template <int NACC, int CHAINS, int PASS, bool SS, class AAt>
 __device__ __forceinline__ void ws_pass(uint32_t stg_s, uint64_t* full, uint64_t* empty, int c0, int r0, int q,
                                         int lane, AAt a_at, float (&sum)[NACC]) {
@@ -1284,10 +1289,10 @@ __device__ __forceinline__ void ws_pass(uint32_t stg_s, uint64_t* full, uint64_t
     if constexpr (!SS) {
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        split(a_at(kc, r0, 8 * j + q), A[0][j][0], A[1][j][0]);
-        split(a_at(kc, r0 + 8, 8 * j + q), A[0][j][1], A[1][j][1]);
-        split(a_at(kc, r0, 8 * j + q + 4), A[0][j][2], A[1][j][2]);
-        split(a_at(kc, r0 + 8, 8 * j + q + 4), A[0][j][3], A[1][j][3]);
+        split(a_at(st, kc, r0, 8 * j + q), A[0][j][0], A[1][j][0]);
+        split(a_at(st, kc, r0 + 8, 8 * j + q), A[0][j][1], A[1][j][1]);
+        split(a_at(st, kc, r0, 8 * j + q + 4), A[0][j][2], A[1][j][2]);
+        split(a_at(st, kc, r0 + 8, 8 * j + q + 4), A[0][j][3], A[1][j][3]);
       }
     }
     const uint32_t big = stg_s + st * WgSmem::STAGE;
@@ -1349,10 +1354,40 @@ __device__ __forceinline__ void ws_pass(uint32_t stg_s, uint64_t* full, uint64_t
   }
 }
 
+// A pass of PASS chunks from chunk c (advanced past them) into sum: chunk by chunk (ws_chunk) or
+// with one chunk in flight (ws_pass). a_at(st, kc, r, k) as for ws_pass.
+template <int NACC, int CHAINS, int PASS, bool SS, bool INFLIGHT, class AAt>
+__device__ __forceinline__ void ws_run(uint32_t stg_s, uint64_t* full, uint64_t* empty, int& c, int r0, int q,
+                                       int lane, AAt a_at, float (&sum)[NACC]) {
+  static_assert(INFLIGHT || !SS, "A from smem only with a chunk in flight");
+#pragma unroll
+  for (int i = 0; i < NACC; ++i) sum[i] = 0.f;
+  if constexpr (INFLIGHT) {
+    ws_pass<NACC, CHAINS, PASS, SS>(stg_s, full, empty, c, r0, q, lane, a_at, sum);
+    c += PASS;
+  } else {
+#pragma unroll 1
+    for (int kc = 0; kc < PASS; ++kc, ++c)
+      ws_chunk<NACC, CHAINS>(stg_s, full, empty, c, r0, q, lane,
+                             [&](int st, int r, int k) { return a_at(st, kc, r, k); }, sum);
+  }
+}
+
 // Thread's accumulator entry i of an m64nN tile: row 16 w + g + 8 ((i >> 1) & 1) of its warpgroup's
 // 64, column 8 (i >> 2) + 2 q + (i & 1).
 __device__ __forceinline__ int acc_row(int i) { return ((i >> 1) & 1) * 8; }
 __device__ __forceinline__ int acc_col(int i, int q) { return 8 * (i >> 2) + 2 * q + (i & 1); }
+// relu(sum + bias) of an m64nN tile's accumulator layout into ACT columns col0 + [0, N).
+template <int NACC>
+__device__ __forceinline__ void store_relu(float* act, const float (&sum)[NACC], const float* __restrict__ bias,
+                                           int col0, int rw, int q) {
+#pragma unroll
+  for (int i = 0; i < NACC; i += 2) {
+    const int r = rw + acc_row(i), k = col0 + acc_col(i, q);
+    const float2 b = __ldg(reinterpret_cast<const float2*>(bias + k));
+    *reinterpret_cast<float2*>(act + wg::act_at(r, k)) = make_float2(fmaxf(sum[i] + b.x, 0.f), fmaxf(sum[i + 1] + b.y, 0.f));
+  }
+}
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" :: "n"(wg::CONSUMERS) : "memory"); }
 
 // Persistent: block b takes tiles b, b + grid, ... of 128 rows. Warps 8-11 stream the weights (and x)
@@ -1450,50 +1485,21 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #endif
     PROF(0);
     // ---- layer 1: h = relu(x We^T + be) -> ACT, 2 passes of 128 units (x streamed twice)
-    {
-      auto a_at = [&](int st, int r, int k) {
+#pragma unroll 1
+    for (int p = 0; p < H / N1; ++p) {
+      float sum[N1 / 2];
+      ws_run<N1 / 2, VAE_WG_CHAINS1, KC1, L1SS, L1SS>(stg_s, full, empty, c, rw, q, lane, [&](int st, int, int r, int k) {
         return *reinterpret_cast<const float*>(sm + S::STG + st * S::STAGE + 2 * S::WB + x_at(r, k));
-      };
-#pragma unroll 1
-      for (int p = 0; p < H / N1; ++p) {
-        float sum[N1 / 2];
-#pragma unroll
-        for (int i = 0; i < N1 / 2; ++i) sum[i] = 0.f;
-#ifdef VAE_WG_L1SS
-        ws_pass<N1 / 2, VAE_WG_CHAINS1, KC1, true>(stg_s, full, empty, c, rw, q, lane, a_at, sum);
-        c += KC1;
-#else
-#pragma unroll 1
-        for (int kc = 0; kc < KC1; ++kc, ++c) ws_chunk<N1 / 2, VAE_WG_CHAINS1>(stg_s, full, empty, c, rw, q, lane, a_at, sum);
-#endif
-#pragma unroll
-        for (int i = 0; i < N1 / 2; i += 2) {
-          const int r = rw + acc_row(i), k = p * N1 + acc_col(i, q);
-          const float2 bias = __ldg(reinterpret_cast<const float2*>(be + k));
-          *reinterpret_cast<float2*>(act + act_at(r, k)) =
-              make_float2(fmaxf(sum[i] + bias.x, 0.f), fmaxf(sum[i + 1] + bias.y, 0.f));
-        }
-      }
+      }, sum);
+      store_relu(act, sum, be, p * N1, rw, q);
     }
     consumers_sync();
     PROF(1);
     // ---- layer 2: mu | logvar = h [Wmu; Wlv]^T + b; z = mu + exp(logvar / 2) eps -> Z; KL per row
     {
-      auto a_at = [&](int, int r, int k) { return act[act_at(r, k)]; };
       float sum[N2 / 2];
-#pragma unroll
-      for (int i = 0; i < N2 / 2; ++i) sum[i] = 0.f;
-#ifdef VAE_WG_INFLIGHT
-      ws_pass<N2 / 2, 2, KC2, false>(stg_s, full, empty, c, rw, q, lane,
-                              [&](int kc, int r, int k) { return act[act_at(r, kc * wg::BK + k)]; }, sum);
-      c += KC2;
-#else
-#pragma unroll 1
-      for (int kc = 0; kc < KC2; ++kc, ++c) {
-        const int k0 = kc * wg::BK;
-        ws_chunk<N2 / 2, 2>(stg_s, full, empty, c, rw, q, lane, [&](int st, int r, int k) { return a_at(st, r, k0 + k); }, sum);
-      }
-#endif
+      ws_run<N2 / 2, 2, KC2, false, INFLIGHT>(stg_s, full, empty, c, rw, q, lane,
+          [&](int, int kc, int r, int k) { return act[act_at(r, kc * wg::BK + k)]; }, sum);
       const NoiseDraw draw = noise_source(noise);
       consumers_sync();   // every warp's h reads are done: Z overwrites h's last columns
 #pragma unroll
@@ -1511,27 +1517,10 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
     for (int p = 0; p < H / N3; ++p) {
       float sum[N3 / 2];
-#pragma unroll
-      for (int i = 0; i < N3 / 2; ++i) sum[i] = 0.f;
-#ifdef VAE_WG_INFLIGHT
-      ws_pass<N3 / 2, 2, KC3, false>(stg_s, full, empty, c, rw, q, lane,
-                              [&](int kc, int r, int k) { return act[z_at(r, kc * wg::BK + k)]; }, sum);
-      c += KC3;
-#else
-#pragma unroll 1
-      for (int kc = 0; kc < KC3; ++kc, ++c) {
-        const int k0 = kc * wg::BK;
-        ws_chunk<N3 / 2, 2>(stg_s, full, empty, c, rw, q, lane, [&](int, int r, int k) { return act[z_at(r, k0 + k)]; }, sum);
-      }
-#endif
+      ws_run<N3 / 2, 2, KC3, false, INFLIGHT>(stg_s, full, empty, c, rw, q, lane,
+          [&](int, int kc, int r, int k) { return act[z_at(r, kc * wg::BK + k)]; }, sum);
       if (p == H / N3 - 1) consumers_sync();   // every warp's z reads are done: the last quarter of d overwrites Z
-#pragma unroll
-      for (int i = 0; i < N3 / 2; i += 2) {
-        const int r = rw + acc_row(i), k = p * N3 + acc_col(i, q);
-        const float2 bias = __ldg(reinterpret_cast<const float2*>(b1 + k));
-        *reinterpret_cast<float2*>(act + act_at(r, k)) =
-            make_float2(fmaxf(sum[i] + bias.x, 0.f), fmaxf(sum[i + 1] + bias.y, 0.f));
-      }
+      store_relu(act, sum, b1, p * N3, rw, q);
     }
     consumers_sync();
     PROF(3);
@@ -1539,19 +1528,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
     for (int p = 0; p < D / N4; ++p) {
       float sum[N4 / 2];
-#pragma unroll
-      for (int i = 0; i < N4 / 2; ++i) sum[i] = 0.f;
-#ifdef VAE_WG_INFLIGHT
-      ws_pass<N4 / 2, VAE_WG_CHAINS4, KC4, false>(stg_s, full, empty, c, rw, q, lane,
-                                           [&](int kc, int r, int k) { return act[act_at(r, kc * wg::BK + k)]; }, sum);
-      c += KC4;
-#else
-#pragma unroll 1
-      for (int kc = 0; kc < KC4; ++kc, ++c) {
-        const int k0 = kc * wg::BK;
-        ws_chunk<N4 / 2, VAE_WG_CHAINS4>(stg_s, full, empty, c, rw, q, lane, [&](int, int r, int k) { return act[act_at(r, k0 + k)]; }, sum);
-      }
-#endif
+      ws_run<N4 / 2, VAE_WG_CHAINS4, KC4, false, INFLIGHT>(stg_s, full, empty, c, rw, q, lane,
+          [&](int, int kc, int r, int k) { return act[act_at(r, kc * wg::BK + k)]; }, sum);
       float2 xv[N4 / 4];   // every x value of the pass first: one memory latency, not 28
 #pragma unroll
       for (int i = 0; i < N4 / 2; i += 2) {
