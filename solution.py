@@ -1,8 +1,8 @@
 """Fused VAE forward pass (ELBO) in one CUDA kernel launch, for Hopper (sm_90).
 
 What it computes: reference.py's Model for (input_dim, hidden_dim, latent_dim) = (784, 256, 32)
-(other sizes raise ValueError at construction), fp32-accurate (no fast math; the one tensor-core
-layer splits every operand into two TF32 parts and sums three products, fp32-level error):
+(other sizes raise ValueError at construction), fp32-accurate (no fast math; tensor-core layers split every operand into two
+TF32 parts and sum three products, fp32-level error):
   x (B, 784) float32 in [0, 1], any B >= 0
   h  = relu(x We^T + be)                    (B, 256)
   mu, logvar = h Wmu^T + bmu, h Wlv^T + blv (B, 32)
@@ -23,13 +23,20 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
   by st.async on mbarriers. R = 8 or 9 while the batch fits one wave of clusters, else 16.
   Its last layer (h2 W2^T, the block's 98 pixels) runs on the tensor cores: mma.sync TF32,
   3xTF32 split (the helpers between the `tf32 helpers` markers); the other layers are FFMA.
-- vae_elbo_kernel_tile<BM> (BM = 32, 64; larger B): one block owns BM rows end to end, the
+- vae_elbo_kernel_tile<BM> (BM = 32, 64; B from 2304): one block owns BM rows end to end, the
   two big layers as register-tiled SGEMMs streamed through shared memory.
+- vae_elbo_kernel_wg (rows_per_tile 128; B from 8192): persistent and cooperative, one block per
+  SM. It first splits every weight into big + small TF32 in a workspace (3.7 MB, per call), grid
+  sync, then takes 128-row tiles: 4 producer warps stream 16-column weight chunks (bulk copies)
+  and x (cp.async) through 4 stages on mbarriers; 2 consumer warpgroups run all four layers on
+  warpgroup MMA (wgmma, 3xTF32, each chunk's product added into fp32 sums: the tensor core's own
+  accumulation is short of fp32), the BCE from the logits on the SFU (bce_term_sp).
 - draw_noise_kernel: test entry, the noise the kernels draw.
 Noise: drawn in-kernel with torch's Philox layout and the default CUDA generator's
 reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an input instead
 (vae_forward_eps, CPP_DECL_EPS: the leaderboard exports of `python -m harness export`).
-Dev switches (tools/kernel_dev.py): VAE_PROFILE (phase clocks), VAE_SKIP_ENC, VAE_SKIP_DEC.
+Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks), VAE_SKIP_ENC, VAE_SKIP_DEC;
+for vae_elbo_kernel_wg VAE_WG_* (costs by omission, chain and group counts, in-flight passes).
 Versions and their measured times: notes/solution.md.
 """
 import hashlib
@@ -321,6 +328,35 @@ __device__ __forceinline__ float bce_term(float logit, float xv) {
   const float p = 1.0f / (1.0f + expf(-logit));        // torch's sigmoid
   const float lp = fmaxf(logf(p), -100.f);
   const float l1p = fmaxf(log1pf(-p), -100.f);
+  return __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
+}
+
+__device__ __forceinline__ float exp2f_approx(float v) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+}
+__device__ __forceinline__ float log2f_approx(float v) {
+  float r;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+}
+// The same term from the logit without forming p: log p = -(max(-l, 0) + s), log(1 - p) =
+// -(max(l, 0) + s), s = log1p(exp(-|l|)), on the SFU (exp2 / log2 approximations, u = 1 + e
+// rounded and its rounding error added back), no cancellation and no branch. Where torch's fp32
+// p saturates it gives torch's values: p = 1 exactly when exp(-l) <= 2^-24 (log(1 - p) = -100),
+// p = 0 when exp(-l) overflows (log p = -100). Between, it is closer to the exact term than
+// torch's rounded p (tests: the error against float64).
+__device__ __forceinline__ float bce_term_sp(float logit, float xv) {
+  const float a = fabsf(logit);
+  const float e = exp2f_approx(-a * 1.4426950408889634f);           // exp(-|l|) in (0, 1]
+  const float u = 1.0f + e;
+  const float s = __fmaf_rn(log2f_approx(u), 0.6931471805599453f, __fdividef(e - (u - 1.0f), u));
+  float lp = -(fmaxf(-logit, 0.f) + s), l1p = -(fmaxf(logit, 0.f) + s);
+  if (logit >= 16.6355324f) l1p = -100.f;                             // torch: p == 1
+  if (logit <= -88.7228394f) lp = -100.f;                             // torch: exp overflows, p == 0
+  lp = fmaxf(lp, -100.f);
+  l1p = fmaxf(l1p, -100.f);
   return __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
 }
 
@@ -970,6 +1006,617 @@ vae_elbo_kernel_tile(const float* __restrict__ x,
 }
 
 // ---------------------------------------------------------------------------
+// Large-batch kernel on Hopper's warpgroup MMA (wgmma, sm_90a), 3xTF32. Persistent, 128-row tiles.
+// Warps 0-7 (two warpgroups, 64 rows each) run every layer as a GEMM: A = the activations (fp32 in
+// shared memory, each thread's fragment split into big + small TF32 in registers), B = a weight
+// K-chunk of 16 (64-byte-swizzled rows, big and small TF32 parts), three wgmma per k-step (small*big,
+// big*small, big*big). Warps 8-11 stream the weight chunks (and layer 1's x chunks) by cp.async into NS
+// stages and splits them in place; full / empty mbarriers hand stages over, so the two warpgroups
+// and the producer run decoupled. Layers, with N columns per pass:
+//   1  h = relu(x We^T + be)        2 passes of N = 128, 49 chunks each                -> ACT
+//   2  mu | logvar = h Wml^T + b    N = 64, 16 chunks; z, KL in registers              -> Z
+//   3  d = relu(z W1^T + b1)        4 passes of N = 64, 2 chunks each                  -> ACT
+//   4  logits = d W2^T + b2         7 passes of N = 112 pixels, 16 chunks each; sigmoid + BCE
+//      and the row sums in registers; the reconstruction never leaves the chip.
+// ---------------------------------------------------------------------------
+#define C8(i) "+f"(c[i]), "+f"(c[i + 1]), "+f"(c[i + 2]), "+f"(c[i + 3]), "+f"(c[i + 4]), "+f"(c[i + 5]), \
+              "+f"(c[i + 6]), "+f"(c[i + 7])
+// c += a . B, one wgmma.m64n<2 NA>k8 tf32 (A: 4 registers per thread as mma.sync's m16n8k8 A fragment
+// of warp w's rows 16w..16w+15; B: smem descriptor). Issued asynchronously: see wg_commit / wg_wait.
+__device__ __forceinline__ void wgmma_tf32(float (&c)[64], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0; wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1; }"
+      : C8(0), C8(8), C8(16), C8(24), C8(32), C8(40), C8(48), C8(56)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
+__device__ __forceinline__ void wgmma_tf32(float (&c)[56], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %61, 0; wgmma.mma_async.sync.aligned.m64n112k8.f32.tf32.tf32 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55"
+      "}, {%56, %57, %58, %59}, %60, p, 1, 1; }"
+      : C8(0), C8(8), C8(16), C8(24), C8(32), C8(40), C8(48)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
+__device__ __forceinline__ void wgmma_tf32(float (&c)[32], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0; wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1; }"
+      : C8(0), C8(8), C8(16), C8(24)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
+__device__ __forceinline__ void wgmma_tf32(float (&c)[28], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %33, 0; wgmma.mma_async.sync.aligned.m64n56k8.f32.tf32.tf32 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27"
+      "}, {%28, %29, %30, %31}, %32, p, 1, 1; }"
+      : C8(0), C8(8), C8(16), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
+__device__ __forceinline__ void wgmma_tf32(float (&c)[16], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %21, 0; wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "}, {%16, %17, %18, %19}, %20, p, 1, 1; }"
+      : C8(0), C8(8)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
+__device__ __forceinline__ void wgmma_tf32(float (&c)[8], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %13, 0; wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7"
+      "}, {%8, %9, %10, %11}, %12, p, 1, 1; }"
+      : C8(0)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
+#undef C8
+__device__ __forceinline__ void wg_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+template <int P> __device__ __forceinline__ void wg_wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(P) : "memory");
+#endif
+}
+// The compiler must neither move nor reuse these registers across an in-flight wgmma.
+template <int N> __device__ __forceinline__ void keep(float (&c)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(c[i]) :: "memory");
+}
+__device__ __forceinline__ void mbar_init_count(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void keep(uint32_t (&a)[2][2][4]) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) asm volatile("" : "+r"(a[i / 8][(i / 4) % 2][i % 4]) :: "memory");
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+}
+
+namespace wg {
+constexpr int BM = 128;                   // rows per tile: 2 consumer warpgroups x 64
+constexpr int CONSUMERS = 256;            // warps 0-7: the MMAs and epilogues
+constexpr int PRODUCERS = 128;           // warps 8-11: copies and splits, one weight row per thread
+constexpr int THREADS = CONSUMERS + PRODUCERS;
+constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;   // setmaxnreg: 224 x 256 + 56 x 128 = 64 K
+static_assert(CONSUMER_REGS * CONSUMERS + PRODUCER_REGS * PRODUCERS <= 65536, "the register file");
+constexpr int BK = 16;                    // K per chunk: one 64-byte swizzled row of TF32 per weight row
+constexpr int ROWB = BK * 4;              // bytes per weight row in a chunk
+#ifndef VAE_WG_GROUP
+#define VAE_WG_GROUP 1                    // chunks per fp32 promotion (one wgmma wait per group)
+#endif
+constexpr int GROUP = VAE_WG_GROUP;
+static_assert(GROUP >= 1 && GROUP <= 4, "a group fits the stages");
+#ifndef VAE_WG_CHAINS1
+#define VAE_WG_CHAINS1 2                  // independent accumulator chains per chunk, layer 1 (1, 2, 4)
+#endif
+#ifndef VAE_WG_CHAINS4
+#define VAE_WG_CHAINS4 2                  // ... layer 4 (1, 2, 7)
+#endif
+#ifdef VAE_WG_INFLIGHT   // dev: layers 2-4 keep one chunk's wgmma in flight (ws_pass)
+constexpr bool INFLIGHT = true;
+#else
+constexpr bool INFLIGHT = false;
+#endif
+constexpr int NS = 4;                     // stages
+constexpr int WROWS = 128;                // rows of the largest weight chunk
+constexpr int N1 = H / 2, N2 = 2 * L, N3 = 64, N4 = 112;   // columns per pass of layers 1-4
+constexpr int KC1 = D / BK, KC2 = H / BK, KC3 = L / BK, KC4 = H / BK;   // chunks per pass
+constexpr int C1 = (H / N1) * KC1, C2 = KC2, C3 = (H / N3) * KC3, C4 = (D / N4) * KC4;
+constexpr int TILE_CHUNKS = C1 + C2 + C3 + C4;   // 98 + 16 + 8 + 112, the same sequence every tile
+constexpr int CHUNK_BYTES = 2 * WROWS * ROWB;    // a chunk in the workspace: big rows, then small, as in a stage
+static_assert(D % BK == 0 && H % BK == 0 && L % BK == 0, "whole K-chunks");
+static_assert(H % N1 == 0 && H % N3 == 0 && D % N4 == 0 && N4 % 8 == 0 && N1 <= WROWS && N4 <= WROWS, "passes");
+static_assert(WROWS == PRODUCERS && (BM * 4) % PRODUCERS == 0, "a weight row per producer thread");
+
+
+// Byte offset of 16-byte unit u (k = 4u..4u+3) of weight row n in a chunk: 64-byte rows, the
+// hardware's 64-byte swizzle (address bits 4-5 ^= bits 7-8), so a 512-byte-aligned chunk base.
+__device__ __forceinline__ uint32_t b_unit(int n, int u) { return n * ROWB + ((u ^ ((n >> 1) & 3)) << 4); }
+// Descriptor of k-step j (8 k) of a chunk part at smem address `base`: K-major, 64-byte swizzle,
+// 8-row groups every 512 bytes (SBO), LBO unused.
+__device__ __forceinline__ uint64_t b_desc(uint32_t base, int j) {
+  const uint32_t s = base + 32 * j;
+  return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(8 * ROWB >> 4) << 32) | ((uint64_t)2 << 62);
+}
+// ACT (BM x H fp32: h, then d) in quarters of 64 columns: element (r, k) at (k / 64) 64 BM + 64 r +
+// (k % 64 ^ 4 (r % 8)), so fragment loads (8 rows x 4 columns per warp) and the epilogues' float2
+// stores hit 32 distinct banks. Z (BM x L, z) lies in ACT's last quarter (h's last columns are read
+// before it is written, d's after it is read): element (r, k) at 192 BM + 32 r + (k ^ 4 (r % 8)).
+__device__ __forceinline__ int act_at(int r, int k) { return (k >> 6) * (64 * BM) + r * 64 + ((k & 63) ^ ((r & 7) << 2)); }
+__device__ __forceinline__ int z_at(int r, int k) { return 192 * BM + r * L + (k ^ ((r & 7) << 2)); }
+// Layer 1's k order within a chunk: x rows land as they are (64-byte rows, one bulk copy each) and a
+// thread reads its 4 values (k = 4q .. 4q + 3) with one 16-byte load, as the k-step columns
+// (q, q + 4) of k-step 0 and (q, q + 4) of k-step 1; so We's column at k-step position kappa is
+// x's column perm(kappa) (the split writes We's chunks in that order).
+__device__ __forceinline__ int x_perm(int kappa) { return 4 * (kappa & 3) + 2 * (kappa >> 3) + ((kappa >> 2) & 1); }
+
+// The weight chunk `ci` (0 .. TILE_CHUNKS) of every tile: rows [n0, n0 + rows) x k [k0, k0 + 16) of a
+// row-major matrix with `ld` columns (layer 2: rows 0-31 of Wmu, then 32-63 of Wlv).
+struct Chunk { const float* w; const float* w2; int ld, rows, n0, k0, split_row; bool x; };
+__device__ __forceinline__ Chunk chunk_at(int ci, const float* We, const float* Wmu, const float* Wlv,
+                                          const float* W1, const float* W2) {
+  if (ci < C1) return {We, We, D, N1, (ci / KC1) * N1, (ci % KC1) * BK, N1, true};
+  ci -= C1;
+  if (ci < C2) return {Wmu, Wlv, H, N2, 0, ci * BK, L, false};
+  ci -= C2;
+  if (ci < C3) return {W1, W1, L, N3, (ci / KC3) * N3, (ci % KC3) * BK, N3, false};
+  ci -= C3;
+  return {W2, W2, H, N4, (ci / KC4) * N4, (ci % KC4) * BK, N4, false};
+}
+}  // namespace wg
+
+struct WgSmem {   // bytes
+  static constexpr int ACT = 0;                              // BM x H floats (Z in its last quarter)
+  static constexpr int WB = wg::WROWS * wg::ROWB;            // stage: W big | W small | x (layer 1)
+  static constexpr int STAGE = 2 * WB + wg::BM * wg::ROWB;   // + x
+  static constexpr int STG = ACT + wg::BM * H * 4;
+  static constexpr int BARS = STG + wg::NS * STAGE;          // full[NS], empty[NS], xfull[NS]
+  static constexpr int BYTES = BARS + 3 * wg::NS * 8 + 1024; // + alignment slack
+  static_assert(STG % 1024 == 0 && STAGE % 1024 == 0 && WB % 1024 == 0, "stages 1024-byte aligned (swizzle)");
+  static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
+};
+
+// Every call, before any tile: the weights split into big + small TF32, chunk by chunk in the
+// stage layout (64-byte swizzled rows, small WB bytes after big), one weight row per thread of the
+// grid; the producers then move each chunk with two bulk copies.
+__device__ __forceinline__ void ws_split_weights(uint8_t* __restrict__ ws, const float* We, const float* Wmu,
+                                                 const float* Wlv, const float* W1, const float* W2) {
+  for (int u = blockIdx.x * blockDim.x + threadIdx.x; u < wg::TILE_CHUNKS * wg::WROWS; u += gridDim.x * blockDim.x) {
+    const int ci = u / wg::WROWS, n = u % wg::WROWS;
+    const wg::Chunk ch = wg::chunk_at(ci, We, Wmu, Wlv, W1, W2);
+    if (n >= ch.rows) continue;
+    const float* src = (n < ch.split_row ? ch.w + (size_t)(ch.n0 + n) * ch.ld : ch.w2 + (size_t)(n - ch.split_row) * ch.ld) + ch.k0;
+    uint8_t* dst = ws + (size_t)ci * wg::CHUNK_BYTES;
+    float w[16];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) *reinterpret_cast<float4*>(w + 4 * k) = __ldg(reinterpret_cast<const float4*>(src) + k);
+    if (ch.x) {   // layer 1: x's k order (x_perm)
+      float t[16];
+#pragma unroll
+      for (int k = 0; k < 16; ++k) t[k] = w[wg::x_perm(k)];
+#pragma unroll
+      for (int k = 0; k < 16; ++k) w[k] = t[k];
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float4 v = make_float4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
+      uint32_t b0, b1, b2, b3, s0, s1, s2, s3;
+      split(v.x, b0, s0); split(v.y, b1, s1); split(v.z, b2, s2); split(v.w, b3, s3);
+      *reinterpret_cast<uint4*>(dst + wg::b_unit(n, k)) = make_uint4(b0, b1, b2, b3);
+      *reinterpret_cast<uint4*>(dst + WgSmem::WB + wg::b_unit(n, k)) = make_uint4(s0, s1, s2, s3);
+    }
+  }
+}
+
+// A fragments of a chunk's two k-steps from the thread's rows r0 and r0 + 8, each given as its
+// values at the k-step columns (q, q + 4, 8 + q, 12 + q), split into big and small TF32.
+__device__ __forceinline__ void split_frags(float4 v0, float4 v1, uint32_t (&a)[2][2][4]) {
+  split(v0.x, a[0][0][0], a[1][0][0]); split(v1.x, a[0][0][1], a[1][0][1]);
+  split(v0.y, a[0][0][2], a[1][0][2]); split(v1.y, a[0][0][3], a[1][0][3]);
+  split(v0.z, a[0][1][0], a[1][1][0]); split(v1.z, a[0][1][1], a[1][1][1]);
+  split(v0.w, a[0][1][2], a[1][1][2]); split(v1.w, a[0][1][3], a[1][1][3]);
+}
+// ACT row r's values at those columns of chunk kc (k = 16 kc + ...)
+__device__ __forceinline__ float4 act_frag(const float* act, int kc, int r, int q) {
+  const int k = kc * 16 + q;
+  return make_float4(act[wg::act_at(r, k)], act[wg::act_at(r, k + 4)], act[wg::act_at(r, k + 8)], act[wg::act_at(r, k + 12)]);
+}
+
+// Consumer warpgroup, one chunk c: wait until the producer filled its stage, 6 wgmma (3xTF32 over
+// 2 k-steps; A rows from a_at(st, g, r) as split_frags takes them, split in registers) into a fresh accumulator, wait for them, free
+// the stage, add the chunk into the fp32 sums (the tensor core's own accumulation keeps fewer bits
+// than fp32: 6e-6 against 4e-7 over K = 784 when each chunk is added here, notes/solution.md).
+template <int NACC, int CHAINS, int G, class AAt, class Wait>
+__device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_t* empty, int c, int r0, int q,
+                                         int lane, AAt a_at, float (&sum)[NACC], Wait wait_more) {
+  constexpr int SUB = NACC / CHAINS;   // accumulator registers per chain (N / CHAINS columns)
+  static_assert(NACC % CHAINS == 0 && SUB % 4 == 0, "whole 8-column groups per chain");
+  // G chunks c .. c + G - 1 (wgmma.group VAE_WG_GROUP) into one accumulator before the fp32 add
+  uint32_t a[G][2][2][4];   // [chunk][big|small][k-step][fragment]
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const int st = (c + g) % wg::NS;
+    mbar_wait(&full[st], ((c + g) / wg::NS) & 1);
+    wait_more(st);   // layer 1: x's cp.async too
+    split_frags(a_at(st, g, r0), a_at(st, g, r0 + 8), a[g]);
+  }
+  // CHAINS independent accumulators (column blocks): wgmma on one accumulator run one after another,
+  // so a single chain of 6 leaves the tensor cores waiting on their latency
+  float acc[CHAINS][SUB];
+  wg_fence();
+#ifdef VAE_WG_NO_MMA   // dev: the loads alone (wrong results)
+#pragma unroll
+  for (int h = 0; h < CHAINS; ++h)
+#pragma unroll
+    for (int i = 0; i < SUB; ++i) acc[h][i] = __uint_as_float(a[0][0][0][i & 3]);
+#else
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const uint32_t big = stg_s + ((c + g) % wg::NS) * WgSmem::STAGE;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int h = 0; h < CHAINS; ++h) {
+        const uint32_t b = big + h * (2 * SUB) * wg::ROWB;   // the chain's first weight row
+        wgmma_tf32(acc[h], a[g][1][j], wg::b_desc(b, j), g + j > 0);   // small * big (the group starts at 0)
+      }
+#pragma unroll
+      for (int h = 0; h < CHAINS; ++h) {
+        const uint32_t b = big + h * (2 * SUB) * wg::ROWB;
+        wgmma_tf32(acc[h], a[g][0][j], wg::b_desc(b + WgSmem::WB, j), 1);   // big * small
+      }
+#pragma unroll
+      for (int h = 0; h < CHAINS; ++h) {
+        const uint32_t b = big + h * (2 * SUB) * wg::ROWB;
+        wgmma_tf32(acc[h], a[g][0][j], wg::b_desc(b, j), 1);   // big * big
+      }
+    }
+  }
+#endif
+  wg_commit();
+  wg_wait<0>();
+#pragma unroll
+  for (int h = 0; h < CHAINS; ++h) keep(acc[h]);
+  __syncwarp();
+  if (lane == 0)
+#pragma unroll
+    for (int g = 0; g < G; ++g) mbar_arrive(&empty[(c + g) % wg::NS]);
+#pragma unroll
+  for (int h = 0; h < CHAINS; ++h)
+#pragma unroll
+    for (int i = 0; i < SUB; ++i) sum[h * SUB + i] += acc[h][i];
+}
+
+// Dev variant (VAE_WG_INFLIGHT) of a pass of PASS chunks from chunk c0: as ws_chunk, but each chunk's
+// wgmma stay in flight while the next chunk's fragments are loaded and its wgmma issued (wait 1; two
+// accumulator and fragment sets alternate). a_at(st, kc, r): A row r's values (stage st, chunk kc of the pass).
+template <int NACC, int CHAINS, int PASS, class AAt>
+__device__ __forceinline__ void ws_pass(uint32_t stg_s, uint64_t* full, uint64_t* empty, int c0, int r0, int q,
+                                        int lane, AAt a_at, float (&sum)[NACC]) {
+  constexpr int SUB = NACC / CHAINS;
+  static_assert(NACC % CHAINS == 0 && SUB % 4 == 0 && PASS >= 2, "whole 8-column groups per chain");
+  float acc[2][CHAINS][SUB];
+  uint32_t a[2][2][2][4];
+  auto issue = [&](int kc, uint32_t (&A)[2][2][4], float (&ac)[CHAINS][SUB]) {
+    const int c = c0 + kc, st = c % wg::NS;
+    mbar_wait(&full[st], (c / wg::NS) & 1);
+    split_frags(a_at(st, kc, r0), a_at(st, kc, r0 + 8), A);
+    const uint32_t big = stg_s + st * WgSmem::STAGE;
+    wg_fence();
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int h = 0; h < CHAINS; ++h) {
+        const uint64_t db = wg::b_desc(big + h * (2 * SUB) * wg::ROWB, j);
+        wgmma_tf32(ac[h], A[1][j], db, j);   // small * big
+      }
+#pragma unroll
+      for (int h = 0; h < CHAINS; ++h) {
+        const uint64_t ds = wg::b_desc(big + h * (2 * SUB) * wg::ROWB + WgSmem::WB, j);
+        wgmma_tf32(ac[h], A[0][j], ds, 1);   // big * small
+      }
+#pragma unroll
+      for (int h = 0; h < CHAINS; ++h) {
+        const uint64_t db = wg::b_desc(big + h * (2 * SUB) * wg::ROWB, j);
+        wgmma_tf32(ac[h], A[0][j], db, 1);   // big * big
+      }
+    }
+    wg_commit();
+  };
+  auto retire = [&](int kc, uint32_t (&A)[2][2][4], float (&ac)[CHAINS][SUB]) {   // its wgmma are done
+    keep(A);
+#pragma unroll
+    for (int h = 0; h < CHAINS; ++h) keep(ac[h]);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[(c0 + kc) % wg::NS]);
+#pragma unroll
+    for (int h = 0; h < CHAINS; ++h)
+#pragma unroll
+      for (int i = 0; i < SUB; ++i) sum[h * SUB + i] += ac[h][i];
+  };
+  issue(0, a[0], acc[0]);
+#pragma unroll 1
+  for (int t = 0; t < (PASS - 1) / 2; ++t) {
+    issue(1 + 2 * t, a[1], acc[1]);
+    wg_wait<1>();
+    retire(2 * t, a[0], acc[0]);
+    issue(2 + 2 * t, a[0], acc[0]);
+    wg_wait<1>();
+    retire(1 + 2 * t, a[1], acc[1]);
+  }
+  if constexpr (PASS % 2 == 0) {
+    issue(PASS - 1, a[1], acc[1]);
+    wg_wait<1>();
+    retire(PASS - 2, a[0], acc[0]);
+    wg_wait<0>();
+    retire(PASS - 1, a[1], acc[1]);
+  } else {
+    wg_wait<0>();
+    retire(PASS - 1, a[0], acc[0]);
+  }
+}
+
+// A pass of PASS chunks from chunk c (advanced past them) into sum: chunk by chunk (ws_chunk) or
+// with one chunk in flight (ws_pass). a_at(st, kc, r) as for ws_pass; wait_more(st) after each
+// chunk's `full` wait (layer 1: x's own barrier).
+template <int NACC, int CHAINS, int PASS, bool INFLIGHT, class AAt, class Wait>
+__device__ __forceinline__ void ws_run(uint32_t stg_s, uint64_t* full, uint64_t* empty, int& c, int r0, int q,
+                                       int lane, AAt a_at, float (&sum)[NACC], Wait wait_more) {
+#pragma unroll
+  for (int i = 0; i < NACC; ++i) sum[i] = 0.f;
+  if constexpr (INFLIGHT) {
+    ws_pass<NACC, CHAINS, PASS>(stg_s, full, empty, c, r0, q, lane, a_at, sum);
+    c += PASS;
+  } else {
+    constexpr int G = PASS >= wg::GROUP ? wg::GROUP : 1;
+#pragma unroll 1
+    for (int kc = 0; kc + G <= PASS; kc += G, c += G)
+      ws_chunk<NACC, CHAINS, G>(stg_s, full, empty, c, r0, q, lane,
+                                [&](int st, int g, int r) { return a_at(st, kc + g, r); }, sum, wait_more);
+#pragma unroll 1
+    for (int kc = PASS - PASS % G; kc < PASS; ++kc, ++c)   // the rest one by one
+      ws_chunk<NACC, CHAINS, 1>(stg_s, full, empty, c, r0, q, lane,
+                                [&](int st, int, int r) { return a_at(st, kc, r); }, sum, wait_more);
+  }
+}
+
+// Thread's accumulator entry i of an m64nN tile: row 16 w + g + 8 ((i >> 1) & 1) of its warpgroup's
+// 64, column 8 (i >> 2) + 2 q + (i & 1).
+__device__ __forceinline__ int acc_row(int i) { return ((i >> 1) & 1) * 8; }
+__device__ __forceinline__ int acc_col(int i, int q) { return 8 * (i >> 2) + 2 * q + (i & 1); }
+// relu(sum + bias) of an m64nN tile's accumulator layout into ACT columns col0 + [0, N).
+template <int NACC>
+__device__ __forceinline__ void store_relu(float* act, const float (&sum)[NACC], const float* __restrict__ bias,
+                                           int col0, int rw, int q) {
+#pragma unroll
+  for (int i = 0; i < NACC; i += 2) {
+    const int r = rw + acc_row(i), k = col0 + acc_col(i, q);
+    const float2 b = __ldg(reinterpret_cast<const float2*>(bias + k));
+    *reinterpret_cast<float2*>(act + wg::act_at(r, k)) = make_float2(fmaxf(sum[i] + b.x, 0.f), fmaxf(sum[i + 1] + b.y, 0.f));
+  }
+}
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" :: "n"(wg::CONSUMERS) : "memory"); }
+
+// Persistent, launched cooperatively: every block first splits its share of the weights into the
+// workspace `ws` (big + small TF32 in the stages' layout), then, after a grid sync, takes tiles b,
+// b + grid, ... of 128 rows. Warps 8-11 stream each chunk into one of NS stages (the weights by two
+// bulk copies, x by cp.async; both complete the stage's `full` mbarrier), warps 0-7 run the layers
+// and free each stage (`empty`).
+__global__ void __launch_bounds__(wg::THREADS, 1)
+vae_elbo_kernel_wg(const float* __restrict__ x,
+                   const float* __restrict__ We, const float* __restrict__ be,
+                   const float* __restrict__ Wmu, const float* __restrict__ bmu,
+                   const float* __restrict__ Wlv, const float* __restrict__ blv,
+                   const float* __restrict__ W1, const float* __restrict__ b1,
+                   const float* __restrict__ W2, const float* __restrict__ b2,
+                   float* __restrict__ out, int B, Noise noise, uint8_t* __restrict__ ws
+                   ) {
+  using S = WgSmem;
+  using namespace wg;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* sm = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const uint32_t stg_s = smem_u32(sm + S::STG);
+  float* act = reinterpret_cast<float*>(sm + S::ACT);
+  uint64_t* full = reinterpret_cast<uint64_t*>(sm + S::BARS);
+  uint64_t* empty = full + NS;
+  uint64_t* xfull = empty + NS;   // layer 1: x's cp.async, one arrival per producer thread
+  const int tid = threadIdx.x, lane = tid & 31, q = lane & 3;
+  const int tiles = (B + BM - 1) / BM;
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if (tid == 0) __trap();   // built without sm_90a: no wgmma
+#endif
+  if (tid == 0) {
+    for (int s = 0; s < NS; ++s) {
+      mbar_init_count(&full[s], 1);   // producer thread 0's arrival with the stage's byte count
+      mbar_init_count(&xfull[s], PRODUCERS);
+      mbar_init_count(&empty[s], CONSUMERS / 32);
+    }
+    mbar_fence_init();   // the inits visible to the async proxy (bulk copies' byte counts)
+  }
+  ws_split_weights(ws, We, Wmu, Wlv, W1, W2);
+  asm volatile("fence.proxy.async.global;" ::: "memory");   // generic writes -> other blocks' bulk copies
+  cg::this_grid().sync();
+
+  if (tid >= CONSUMERS) {   // ---- producer warps
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS));   // registers to the consumers
+#endif
+    const int pt = tid - CONSUMERS;   // this thread's x row
+    if (pt == 0) asm volatile("fence.proxy.async.global;" ::: "memory");
+    int c = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const int row0 = t * BM;
+#pragma unroll 1
+      for (int ci = 0; ci < TILE_CHUNKS; ++ci, ++c) {
+        if (c >= NS) mbar_wait(&empty[c % NS], (c / NS - 1) & 1);
+        const Chunk ch = chunk_at(ci, We, Wmu, Wlv, W1, W2);
+        uint8_t* st = sm + S::STG + (c % NS) * S::STAGE;
+#ifdef VAE_WG_NO_LOAD   // dev: no copies (wrong results)
+        if (pt == 0) mbar_arrive(&full[c % NS]);
+#else
+        if (pt == 0) {   // the weights: big rows, small rows; the stage's bytes (+ x's) on `full`
+          const uint8_t* src = ws + (size_t)ci * CHUNK_BYTES;
+          mbar_expect(&full[c % NS], 2 * ch.rows * ROWB);
+          bulk_copy(st, src, ch.rows * ROWB, &full[c % NS]);
+          bulk_copy(st + S::WB, src + S::WB, ch.rows * ROWB, &full[c % NS]);
+        }
+        if (ch.x) {   // layer 1: x row pt of the chunk (rows past B read as 0); its landing arrives on xfull
+          const int row = row0 + pt;
+          const bool ok = row < B;
+          const uint32_t xs = smem_u32(st + 2 * S::WB + pt * ROWB);
+#pragma unroll
+          for (int u = 0; u < 4; ++u) cp_async16(xs + 16 * u, x + (ok ? (size_t)row * D + ch.k0 + 4 * u : 0), ok);
+          asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(smem_u32(&xfull[c % NS])) : "memory");
+        }
+#endif
+      }
+    }
+    return;
+  }
+
+  // ---- consumers: warpgroup wgi owns rows 64 wgi .. 64 wgi + 63 of each tile
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(CONSUMER_REGS));
+#endif
+  const int rw = 64 * (tid / 128) + 16 * ((tid / 32) % 4) + (lane >> 2);   // rows rw, rw + 8 of the tile
+  int c = 0;
+  uint32_t xph = 0;   // bit s: the phase parity of xfull[s] to wait for
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int row0 = t * BM;
+    float kl[2] = {0.f, 0.f}, recon[2] = {0.f, 0.f};   // partial sums of rows rw, rw + 8
+#ifdef VAE_PROFILE
+    long long prof[6];
+#endif
+    PROF(0);
+    // ---- layer 1: h = relu(x We^T + be) -> ACT, 2 passes of 128 units (x streamed twice)
+#pragma unroll 1
+    for (int p = 0; p < H / N1; ++p) {
+      float sum[N1 / 2];
+      ws_run<N1 / 2, VAE_WG_CHAINS1, KC1, false>(stg_s, full, empty, c, rw, q, lane, [&](int st, int, int r) {
+        return *reinterpret_cast<const float4*>(sm + S::STG + st * S::STAGE + 2 * S::WB + r * ROWB + 16 * q);
+      }, sum, [&](int st) {
+        mbar_wait(&xfull[st], (xph >> st) & 1);   // the producers' x copies into stage st landed
+        xph ^= 1u << st;
+      });
+      store_relu(act, sum, be, p * N1, rw, q);
+    }
+    consumers_sync();
+    PROF(1);
+    // ---- layer 2: mu | logvar = h [Wmu; Wlv]^T + b; z = mu + exp(logvar / 2) eps -> Z; KL per row
+    {
+      float sum[N2 / 2];
+      ws_run<N2 / 2, 2, KC2, INFLIGHT>(stg_s, full, empty, c, rw, q, lane,
+          [&](int, int kc, int r) { return act_frag(act, kc, r, q); }, sum, [](int) {});
+      const NoiseDraw draw = noise_source(noise);
+      consumers_sync();   // every warp's h reads are done: Z overwrites h's last columns
+#pragma unroll
+      for (int i = 0; i < N2 / 4; ++i) {   // entries i < 16: mu (columns < 32); i + 16: logvar, same j
+        const int r = rw + acc_row(i), j = acc_col(i, q), row = row0 + r;
+        const float mu = sum[i] + __ldg(bmu + j), lv = sum[i + N2 / 4] + __ldg(blv + j);
+        const float eps = row < B ? draw((uint64_t)row * L + j) : 0.f;
+        act[z_at(r, j)] = __fadd_rn(mu, __fmul_rn(expf(__fmul_rn(0.5f, lv)), eps));
+        kl[(i >> 1) & 1] += __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv));
+      }
+    }
+    consumers_sync();
+    PROF(2);
+    // ---- layer 3: d = relu(z W1^T + b1) -> ACT, 4 passes of 64 units
+#pragma unroll 1
+    for (int p = 0; p < H / N3; ++p) {
+      float sum[N3 / 2];
+      ws_run<N3 / 2, 2, KC3, INFLIGHT>(stg_s, full, empty, c, rw, q, lane,
+          [&](int, int kc, int r) {
+            const int k = kc * 16 + q;
+            return make_float4(act[z_at(r, k)], act[z_at(r, k + 4)], act[z_at(r, k + 8)], act[z_at(r, k + 12)]);
+          }, sum, [](int) {});
+      if (p == H / N3 - 1) consumers_sync();   // every warp's z reads are done: the last quarter of d overwrites Z
+      store_relu(act, sum, b1, p * N3, rw, q);
+    }
+    consumers_sync();
+    PROF(3);
+    // ---- layer 4: logits = d W2^T + b2, 7 passes of 112 pixels; BCE against x, row sums
+#pragma unroll 1
+    for (int p = 0; p < D / N4; ++p) {
+      float sum[N4 / 2];
+      ws_run<N4 / 2, VAE_WG_CHAINS4, KC4, INFLIGHT>(stg_s, full, empty, c, rw, q, lane,
+          [&](int, int kc, int r) { return act_frag(act, kc, r, q); }, sum, [](int) {});
+      float2 xv[N4 / 4];   // every x value of the pass first: one memory latency, not 28
+#pragma unroll
+      for (int i = 0; i < N4 / 2; i += 2) {
+        const int row = row0 + rw + acc_row(i), px = p * N4 + acc_col(i, q);
+        xv[i / 2] = row < B ? __ldg(reinterpret_cast<const float2*>(x + (size_t)row * D + px)) : make_float2(0.f, 0.f);
+      }
+#pragma unroll
+      for (int i = 0; i < N4 / 2; i += 2) {
+        const int px = p * N4 + acc_col(i, q), row = row0 + rw + acc_row(i);
+#ifdef VAE_WG_CHEAP_EPI   // dev: the epilogue's cost (wrong results)
+        recon[(i >> 1) & 1] += sum[i] + sum[i + 1] + xv[i / 2].x;
+        (void)row;
+#else
+        const float2 bias = __ldg(reinterpret_cast<const float2*>(b2 + px));
+#ifndef VAE_WG_LIBM_BCE   // dev: torch's formula on libm (the other kernels' bce_term)
+        const float t = bce_term_sp(sum[i] + bias.x, xv[i / 2].x) + bce_term_sp(sum[i + 1] + bias.y, xv[i / 2].y);
+        recon[(i >> 1) & 1] += row < B ? t : 0.f;   // a select: rows past B hold garbage
+#else
+        if (row < B)
+          recon[(i >> 1) & 1] += bce_term(sum[i] + bias.x, xv[i / 2].x) + bce_term(sum[i + 1] + bias.y, xv[i / 2].y);
+#endif
+#endif
+      }
+    }
+    PROF(4);
+#ifdef VAE_PROFILE
+    if (tid == 0 && t == (int)blockIdx.x && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1))
+      printf("prof wg B=%d block %d: layer1 %lld layer2 %lld layer3 %lld layer4 %lld cycles\n", B, (int)blockIdx.x,
+             prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3]);
+#endif
+    // ---- row sums over the 4 lanes that share a row (fixed butterfly), outputs
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int o = 1; o <= 2; o <<= 1) {
+        recon[h] += __shfl_xor_sync(0xffffffffu, recon[h], o);
+        kl[h] += __shfl_xor_sync(0xffffffffu, kl[h], o);
+      }
+      const int row = row0 + rw + 8 * h;
+      if (q == 0 && row < B) {
+        const float k = -0.5f * kl[h];
+        out[row] = -(recon[h] + k);
+        out[(size_t)B + row] = recon[h];
+        out[2 * (size_t)B + row] = k;
+      }
+    }
+    consumers_sync();   // the next tile's layer 1 writes ACT, which layer 4 read
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Host side
 // ---------------------------------------------------------------------------
 #ifndef VAE_EPS_INPUT
@@ -1037,8 +1684,9 @@ static Params check_inputs(const at::Tensor& x, const at::Tensor& We, const at::
   check_param(W2, "decoder[2].weight", D, H, dev);
   check_param(b2, "decoder[2].bias", D, -1, dev);
   TORCH_CHECK(rows_per_tile == 0 || rows_per_tile == 8 || rows_per_tile == 9 || rows_per_tile == 16 ||
-              rows_per_tile == 32 || rows_per_tile == 64,
-              "vae_forward: rows_per_tile must be 0 (auto), 8, 9 or 16 (cluster kernel), 32 or 64 (block-tile kernel)");
+              rows_per_tile == 32 || rows_per_tile == 64 || rows_per_tile == 128,
+              "vae_forward: rows_per_tile must be 0 (auto), 8, 9 or 16 (cluster kernel), 32 or 64 (block-tile kernel), "
+              "128 (tensor-core kernel)");
   return {{We.data_ptr<float>(), be.data_ptr<float>(), Wmu.data_ptr<float>(), bmu.data_ptr<float>(),
            Wlv.data_ptr<float>(), blv.data_ptr<float>(), W1.data_ptr<float>(), b1.data_ptr<float>(),
            W2.data_ptr<float>(), b2.data_ptr<float>()}};
@@ -1087,9 +1735,13 @@ static int max_clusters(c10::DeviceIndex dev) {
 // (B=1: 11.7), R=9 while that does (B=128: 16.4; R=8 needs two waves there: 21.9), then R=16
 // (B=1024: 85, 2048: 152.5, 4096: 295); the tile kernel is flat until its blocks fill the SMs
 // (BM=32: 180 up to B=4096; BM=64: 280 up to 8448, 490 at 16384 vs 599 for BM=32). R=16 grows
-// ~0.07 µs/row past 2048, so it meets BM=32 near 2450 rows: BM=32 from 2304, BM=64 from 8192.
+// ~0.07 µs/row past 2048, so it meets BM=32 near 2450 rows: BM=32 from 2304. The tensor-core
+// kernel (v8, 128-row tiles, one per SM) is flat at 211-230 µs up to B = 16896 (4096: 211, 16384:
+// 230; 65536: 936), ahead of BM=64 (280 at 8448) from 8192; BM=32 keeps 4096 (180). BM=64 is now
+// only asked for by name.
 constexpr int64_t TILE32_MIN_B = 2304;
-constexpr int64_t TILE64_MIN_B = 8192;
+constexpr int64_t WG_MIN_B = 8192;
+
 
 // One forward into out (3, B): picks the kernel by B (or rows_per_tile) and launches it on the
 // current stream. x is contiguous and 16-byte aligned, B >= 1, the caller holds a device guard.
@@ -1101,12 +1753,12 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
   int64_t R = rows_per_tile;
   if (R == 0) {   // the cluster kernel with the fewest rows per cluster that runs in one wave, else R=16
     const int64_t clusters = max_clusters(dv);
-    R = B <= 8 * clusters ? 8 : B <= 9 * clusters ? 9 : B < TILE32_MIN_B ? 16 : B < TILE64_MIN_B ? 32 : 64;
+    R = B <= 8 * clusters ? 8 : B <= 9 * clusters ? 9 : B < TILE32_MIN_B ? 16 : B < WG_MIN_B ? 32 : 128;
   }
   const float* xp = x.data_ptr<float>();
   float* op = out.data_ptr<float>();
   const int Bi = (int)B;
-  static bool conf8[64], conf9[64], conf16[64], conf32[64], conf64[64];
+  static bool conf8[64], conf9[64], conf16[64], conf32[64], conf64[64], conf128[64];
   switch (R) {
     case 8:  launch(vae_elbo_kernel<8>, Smem<8>::BYTES, (int)((B + 7) / 8) * CLUSTER, THREADS, conf8,
                     xp, w, op, Bi, noise, stream, dv); break;
@@ -1116,8 +1768,28 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
                     xp, w, op, Bi, noise, stream, dv); break;
     case 32: launch(vae_elbo_kernel_tile<32>, TileSmem<32>::BYTES, (int)((B + 31) / 32), TT, conf32,
                     xp, w, op, Bi, noise, stream, dv); break;
-    default: launch(vae_elbo_kernel_tile<64>, TileSmem<64>::BYTES, (int)((B + 63) / 64), TT, conf64,
+    case 64: launch(vae_elbo_kernel_tile<64>, TileSmem<64>::BYTES, (int)((B + 63) / 64), TT, conf64,
                     xp, w, op, Bi, noise, stream, dv); break;
+    default: {   // persistent and cooperative (a grid sync after the weight split): at most one block
+      // per SM, each taking every grid-th tile of 128 rows; the split weights go to a workspace
+      const int sms = at::cuda::getDeviceProperties(dv)->multiProcessorCount;
+      const int grid = (int)std::min<int64_t>((B + wg::BM - 1) / wg::BM, sms);
+      at::Tensor ws = at::empty({(int64_t)wg::TILE_CHUNKS * wg::CHUNK_BYTES}, x.options().dtype(at::kByte));
+      uint8_t* wsp = ws.data_ptr<uint8_t>();
+      if (!conf128[dv]) {
+        C10_CUDA_CHECK(cudaFuncSetAttribute(vae_elbo_kernel_wg, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)WgSmem::BYTES));
+        conf128[dv] = true;
+      }
+      Noise nz = noise;
+      void* args[] = {(void*)&xp, (void*)&w.p[0], (void*)&w.p[1], (void*)&w.p[2], (void*)&w.p[3], (void*)&w.p[4],
+                      (void*)&w.p[5], (void*)&w.p[6], (void*)&w.p[7], (void*)&w.p[8], (void*)&w.p[9],
+                      (void*)&op, (void*)&Bi, (void*)&nz, (void*)&wsp
+                      };
+      C10_CUDA_CHECK(cudaLaunchCooperativeKernel((const void*)vae_elbo_kernel_wg, dim3(grid), dim3(wg::THREADS), args,
+                                                 (size_t)WgSmem::BYTES, stream));
+      break;
+    }
   }
 }
 
@@ -1193,16 +1865,16 @@ CPP_DECL_EPS = (
 def _build():
     # The kernel uses sm_90 features (clusters, bulk copy): build for sm_90 only.
     saved = os.environ.get("TORCH_CUDA_ARCH_LIST")
-    os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
+    os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0a"
     try:
         extra = os.environ.get("VAE_EXTRA_CUDA_FLAGS", "").split()   # dev variants, see tools/kernel_dev.py
         suffix = "_" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8] if extra else ""
         return load_inline(
-            name="vae_elbo_fused_v7" + suffix,
+            name="vae_elbo_fused_v8" + suffix,
             cpp_sources=CPP_DECL,
             cuda_sources=CUDA_SRC,
             functions=["vae_forward", "draw_noise"],
-            extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"] + extra,
+            extra_cuda_cflags=["-O3"] + extra,
             verbose=False,
         )
     finally:

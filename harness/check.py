@@ -10,7 +10,7 @@ import contextlib
 from harness import EXIT_INCORRECT, EXIT_PASS, EXIT_SOLUTION_ERROR, judge, problem, trial
 from harness.client import SolutionFailure, Worker
 
-DEFAULT_BATCH_SIZES = (1, 7, 127, 129, 1000, 4096)
+DEFAULT_BATCH_SIZES = (1, 7, 127, 129, 1000, 4096, 8193)
 
 
 def run_check(args, progress=None, worker=None) -> tuple:

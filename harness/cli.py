@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="after a passing check, a short bench in the same worker process (what `make check` "
                    "prints second): " + " ".join(SUMMARY_BENCH))
     c.add_argument("--batch-sizes", type=_batch_sizes, default=check.DEFAULT_BATCH_SIZES,
-                   help="batch sizes beyond the default inputs (default 1,7,127,129,1000,4096)")
+                   help="batch sizes beyond the default inputs (default 1,7,127,129,1000,4096,8193)")
     _bench_options(sub.add_parser("bench", parents=[common], help="time the solution against eager, compile and graphs"))
     for command in (c, sub.choices["bench"]):
         command.add_argument("--protocol", choices=("harness",) + tuple(protocols.PROTOCOLS), default="harness",

@@ -102,8 +102,9 @@ def test_matches_reference(B, seed):
     assert torch.equal(torch.cuda.get_rng_state(), state_ref)
 
 
-# rows_per_tile: 8, 9, 16 = cluster kernel rows per cluster; 32, 64 = block-tile kernel rows per block
-TILES = [8, 9, 16, 32, 64]
+# rows_per_tile: 8, 9, 16 = cluster kernel rows per cluster; 32, 64 = block-tile kernel rows per block;
+# 128 = tensor-core (wgmma) kernel rows per block
+TILES = [8, 9, 16, 32, 64, 128]
 
 
 @pytest.mark.gpu
@@ -127,7 +128,8 @@ def test_bad_rows_per_tile_raises():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("B, rows_per_tile", [(7, 0), (128, 0), (1000, 0), (1000, 32), (1000, 64)])
+@pytest.mark.parametrize("B, rows_per_tile", [(7, 0), (128, 0), (1000, 0), (1000, 32), (1000, 64), (1000, 128),
+                                              (16384, 128)])
 def test_error_vs_float64_truth(B, rows_per_tile):
     ref, new = _models(seed=B)
     x = torch.rand(B, D, device="cuda")
@@ -143,7 +145,45 @@ def test_error_vs_float64_truth(B, rows_per_tile):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows_per_tile", [16, 64])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_tensor_core_kernel_error_vs_float64_truth(seed):
+    """The 3xTF32 wgmma kernel at a large batch, three seeds: within 2x fp32 eager's error (issue 11's
+    goal; the general rule above allows 4x), the noise bit-exact (the same draw as eager)."""
+    B = 4097   # 33 tiles of 128 rows, the last one a single row
+    ref, new = _models(seed=seed)
+    x = torch.rand(B, D, device="cuda")
+    torch.manual_seed(seed + 100)
+    eps = torch.randn(B, L, device="cuda")
+    truth = _truth64(ref, x, eps)
+    eager, got = _run(ref, x, seed + 100), _run(new, x, seed + 100, 128)
+    for name, g, e, t in zip(("elbo", "recon", "kl"), got, eager, truth):
+        err_new = ((g.double() - t).norm() / t.norm()).item()
+        err_eager = ((e.double() - t).norm() / t.norm()).item()
+        assert err_new <= 2 * err_eager + 1e-7, f"{name}: {err_new:.3e} vs eager {err_eager:.3e}"
+
+
+@pytest.mark.gpu
+def test_tensor_core_kernel_writes_nothing_of_size_b_by_784():
+    """B = 262144 works, and the forward allocates only its (3, B) output and the split-weight
+    workspace (3.7 MB, any B): the reconstruction never leaves the chip (a B x 784 float32 buffer
+    would be 822 MB)."""
+    B = 262144
+    ref, new = _models(seed=5)
+    x = torch.rand(B, D, device="cuda")
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    got = _run(new, x, 6, 128)
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - base
+    assert extra <= 3 * B * 4 + (5 << 20), f"the forward allocated {extra / 2**20:.1f} MiB"
+    with torch.no_grad():
+        want = _run(ref, x, 6)
+    _assert_close(got, want, f"B={B}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows_per_tile", [16, 64, 128])
 @pytest.mark.parametrize("B", [7, 129])
 def test_saturated_logits_and_binary_x(B, rows_per_tile):
     ref, new = _models(seed=B)
@@ -277,7 +317,7 @@ def test_forward_in_cuda_graph(B):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows_per_tile", [0, 16, 64])
+@pytest.mark.parametrize("rows_per_tile", [0, 16, 64, 128])
 @pytest.mark.parametrize("B", [128, 16384])
 def test_one_kernel_per_forward(B, rows_per_tile):
     _, new = _models()

@@ -45,7 +45,8 @@ def build_noop():
                        cuda_sources=NOOP_SRC, functions=["noop"], extra_cuda_cflags=["-O3"])
 
 
-TILES = (8, 9, 16, 32, 64)  # rows_per_tile: 8, 9, 16 cluster kernel (rows per cluster of 8); 32, 64 block-tile kernel
+TILES = (8, 9, 16, 32, 64, 128)  # rows_per_tile: 8, 9, 16 cluster kernel (rows per cluster of 8); 32, 64 block-tile
+# kernel; 128 tensor-core (wgmma) kernel
 
 
 def sanity(solution, reference, torch, batches=(1, 7, 33, 129, 1000, 8449)):
@@ -74,9 +75,10 @@ def build_eps():
     lit = {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body
            if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
            and n.targets[0].id in ("CUDA_SRC", "CPP_DECL_EPS")}
+    os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0a"   # as solution.py's own build (warpgroup MMA)
     return load_inline(name="vae_eps_dev", cpp_sources=lit["CPP_DECL_EPS"],
                        cuda_sources="#define VAE_EPS_INPUT\n" + lit["CUDA_SRC"], functions=["vae_forward_eps"],
-                       extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"])
+                       extra_cuda_cflags=["-O3"])
 
 
 def eps_check(solution, eps_ext, torch, batches=(1, 33, 129, 1000, 8449)):
@@ -149,7 +151,7 @@ def graph_us(fn, calls=20, reps=50):
     return statistics.median(times)
 
 
-def timing(solution, reference, torch, noop, prev, batches=(1, 128, 1024, 2048, 4096, 16384)):
+def timing(solution, reference, torch, noop, prev, batches=(1, 128, 1024, 2048, 4096, 16384, 65536)):
     """Side by side in one process: no-op call, old (previous version), new (auto and each kernel), eager."""
     rows = []
     a = torch.randn(4096, 4096, device="cuda")
@@ -196,15 +198,22 @@ def timing(solution, reference, torch, noop, prev, batches=(1, 128, 1024, 2048, 
 
 def table(rows):
     log("\n  per call (event around one Python call) and GPU (CUDA-graph replay), µs")
-    log("  B     | noop call |old call |new call | eager call |old GPU |new GPU |  R=8   |  R=9   |  R=16  |  T=32  |  T=64  | eager GPU")
+    log("  B     | noop call |old call |new call | eager call |old GPU |new GPU |  R=8   |  R=9   |  R=16  |  T=32  |  T=64  | T=128  | eager GPU")
     for B, r in rows:
         log(f"  {B:5d} | {r['noop_call']:9.1f} | {r['old_call']:7.1f} | {r['new_call']:7.1f} | {r['eager_call']:10.1f} | "
             f"{r['old_gpu']:6.1f} | {r['new_gpu']:6.1f} | {r['new_R8_gpu']:6.1f} | {r['new_R9_gpu']:6.1f} | {r['new_R16_gpu']:6.1f} | "
-            f"{r['new_R32_gpu']:6.1f} | {r['new_R64_gpu']:6.1f} | {r['eager_gpu']:9.1f}")
+            f"{r['new_R32_gpu']:6.1f} | {r['new_R64_gpu']:6.1f} | {r['new_R128_gpu']:6.1f} | {r['eager_gpu']:9.1f}")
 
 
 VARIANTS = {"prof": "-DVAE_PROFILE", "skip_enc": "-DVAE_SKIP_ENC", "skip_dec": "-DVAE_SKIP_DEC",
-            "skip_both": "-DVAE_SKIP_ENC -DVAE_SKIP_DEC"}
+            "skip_both": "-DVAE_SKIP_ENC -DVAE_SKIP_DEC",
+            # vae_elbo_kernel_wg: costs by omission (wrong results), chain / group counts, in-flight passes
+            "wg_base": "", "wg_cheap_epi": "-DVAE_WG_CHEAP_EPI", "wg_no_mma": "-DVAE_WG_NO_MMA",
+            "wg_no_load": "-DVAE_WG_NO_LOAD", "wg_no_mma_load": "-DVAE_WG_NO_MMA -DVAE_WG_NO_LOAD",
+            "wg_libm_bce": "-DVAE_WG_LIBM_BCE", "wg_chains1": "-DVAE_WG_CHAINS1=1 -DVAE_WG_CHAINS4=1",
+            "wg_chains4": "-DVAE_WG_CHAINS1=4 -DVAE_WG_CHAINS4=7", "wg_group2": "-DVAE_WG_GROUP=2",
+            "wg_group3": "-DVAE_WG_GROUP=3", "wg_inflight": "-DVAE_WG_INFLIGHT",
+            "wg_inflight_c1": "-DVAE_WG_INFLIGHT -DVAE_WG_CHAINS1=1 -DVAE_WG_CHAINS4=1"}
 
 
 def start_variant_builds(names):
@@ -218,14 +227,32 @@ def start_variant_builds(names):
 
 
 def variant_run(name):
-    """In a subprocess built with VARIANTS[name]: GPU time (or phase clocks) at a few sizes."""
+    """In a subprocess built with VARIANTS[name]: GPU time (or phase clocks) at a few sizes, and for the
+    tensor-core kernel's variants the max |diff| to eager at B = 1000 (dev switches may be wrong on purpose)."""
     import torch
+    import reference
     import solution
+    torch.manual_seed(0)
+    ref = reference.Model(784, 256, 32).cuda()
     new = solution.ModelNew(784, 256, 32).cuda()
+    new.load_state_dict(ref.state_dict())
     res = []
-    for B, R in ((128, 9), (128, 16), (1000, 16)):
+    if name.startswith("wg_"):
+        sys.path.insert(0, os.path.join(REPO, "tests"))
+        from test_solution import _truth64
+        x = torch.rand(4097, 784, device="cuda")
+        torch.manual_seed(1)
+        want = ref(x)
+        torch.manual_seed(1)
+        got = new(x, 128)
+        torch.manual_seed(1)
+        truth = _truth64(ref, x, solution._ext.draw_noise(4097, 32, 0))
+        ratios = [((g.double() - t).norm() / (w.double() - t).norm()).item() for g, w, t in zip(got, want, truth)]
+        res.append("B=4097 R=128 max|diff| " + " ".join(f"{(g - w).abs().max().item():.1e}" for g, w in zip(got, want))
+                   + ", error / eager's vs float64 " + " ".join(f"{r:.2f}" for r in ratios))
+    for B, R in ((128, 9), (128, 16), (1000, 16), (4096, 128), (16384, 128), (65536, 128)):
         x = torch.rand(B, 784, device="cuda")
-        if name == "prof":
+        if name == "prof":   # the kernel prints per launch: no timing loop
             new(x, R)
             torch.cuda.synchronize()
             new(x, R)
@@ -245,7 +272,7 @@ def main():
                     help="build and time phase-skip / profiling variants (all, or a comma list of " + ", ".join(VARIANTS) + ")")
     ap.add_argument("--variant-run", help=argparse.SUPPRESS)
     ap.add_argument("--build-prev", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--test-timeout", type=int, default=130)
+    ap.add_argument("--test-timeout", type=int, default=240)
     ap.add_argument("--eps", action="store_true", help="also build the VAE_EPS_INPUT variant and compare its bits")
     args = ap.parse_args()
     t_start = time.time()
