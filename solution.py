@@ -1863,7 +1863,7 @@ CPP_DECL_EPS = (
 
 
 def _build():
-    # The kernel uses sm_90 features (clusters, bulk copy): build for sm_90 only.
+    # The kernels use sm_90a features (clusters, bulk copy, warpgroup MMA): build for sm_90a only.
     saved = os.environ.get("TORCH_CUDA_ARCH_LIST")
     os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0a"
     try:
