@@ -197,6 +197,23 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// warpgroup MMA ordering (sm_90a; no-ops elsewhere): fence before wgmma reads registers / smem,
+// commit the issued wgmma as a group, wait until at most P groups are in flight.
+__device__ __forceinline__ void wg_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+template <int P> __device__ __forceinline__ void wg_wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(P) : "memory");
+#endif
+}
 // <<< tf32 helpers
 
 // c ? a : b as one selp, so the compiler cannot turn a select between two
@@ -1080,21 +1097,6 @@ __device__ __forceinline__ void wgmma_tf32(float (&c)[8], const uint32_t (&a)[4]
 #endif
 }
 #undef C8
-__device__ __forceinline__ void wg_fence() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wg_commit() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-#endif
-}
-template <int P> __device__ __forceinline__ void wg_wait() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(P) : "memory");
-#endif
-}
 // The compiler must neither move nor reuse these registers across an in-flight wgmma.
 template <int N> __device__ __forceinline__ void keep(float (&c)[N]) {
 #pragma unroll

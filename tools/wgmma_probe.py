@@ -53,21 +53,6 @@ SRC = r"""
 """ + HELPERS + _wgmma_asm(256) + _wgmma_asm(128) + r"""
 constexpr int K = 784, N = 256;
 
-__device__ __forceinline__ void wg_fence() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wg_commit() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-#endif
-}
-template <int P> __device__ __forceinline__ void wg_wait() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(P) : "memory");
-#endif
-}
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
   const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
