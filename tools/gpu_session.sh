@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call: run the named stages in order, each under its own time limit, logs under $OUT,
 # a summary table last. Stages: make-test build all-tests timing-tests strict-tests solution-tests
-# adversarial-gpu make-check make-bench check bench copy sweep profile protocol kernel-dev wgmma-probe wg-dev.
+# adversarial-gpu make-check make-bench check bench copy sweep profile protocol kernel-dev wgmma-probe wg-dev
+# ncu-wg (tools/ncu_wg.sh: Nsight Compute stall reasons and hot SASS of the tensor-core kernel).
 # `make-test` is what a newcomer runs (goal: <= 5 min on the H200). `all-tests` is its first half with
 # the build first and 8 processes: the whole suite in parallel (pytest.ini's addopts) except the
 # `gpu_timing` cases, whose verdicts compare timings and want a quiet machine: `timing-tests` runs
@@ -54,12 +55,14 @@ for spec in "$@"; do
     wg-dev)   run_stage wg-smoke 90 python3 -c "import torch, solution; m = solution.ModelNew(784, 256, 32).cuda(); \
                 x = torch.rand(300, 784, device='cuda'); m(x, 128); torch.cuda.synchronize(); print('wg kernel ran')"
               run_stage wg-dev "$limit" python3 tools/kernel_dev.py --variants prof,wg_base,wg_cheap_epi,wg_no_mma,wg_no_mma_load,wg_group2,wg_inflight ;;
+    ncu-wg)   run_stage build 200 python3 -c "import solution"
+              run_stage ncu-wg "$limit" bash tools/ncu_wg.sh ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
 tar czf "$OUT/results.tgz" results 2>/dev/null
 cat "$OUT/env.log"
 [ -f "$OUT/cases.jsonl" ] && python3 tools/verdict_table.py "$OUT/cases.jsonl" > "$OUT/cases.md"
-for s in wgmma-probe kernel-dev wg-dev; do [ -f "$OUT/$s.log" ] && { echo "=== $s (tail)"; tail -22 "$OUT/$s.log"; }; done
+for s in wgmma-probe kernel-dev wg-dev ncu-wg; do [ -f "$OUT/$s.log" ] && { echo "=== $s (tail)"; tail -22 "$OUT/$s.log"; }; done
 for log in "$OUT"/*.log; do grep -E "^[0-9]+ (passed|failed)|^(FAILED|ERROR) " "$log" | sed "s|^|$(basename "$log"): |"; done
 echo "=== summary"; printf '%s\n' "${SUMMARY[@]}"

@@ -1,0 +1,82 @@
+"""Where a kernel's warps stall, from Nsight Compute's source page (SASS with per-instruction samples).
+
+On the GPU machine (tools/gpu_session.sh ncu-wg does all of it):
+    ncu -f -o OUT/wg --kernel-name regex:vae_elbo_kernel_wg --launch-skip 1 --launch-count 1 \\
+        --section WarpStateStats --section SourceCounters python3 one_forward.py
+    ncu -i OUT/wg.ncu-rep --page source --csv --print-source sass > OUT/src.csv
+    python3 tools/ncu_hotspots.py OUT/src.csv
+Prints the instructions with the most stall samples (with the instructions just before each, which
+usually say what is waited for), the samples per stretch of code with its commonest opcodes, and the
+loads and stores by address space (a generic LD.E that resolves to Shared is a pointer the compiler
+lost track of).
+"""
+import argparse
+import collections
+import csv
+import re
+
+SAMPLES = "Warp Stall Sampling (All Samples)"
+
+
+def read(path):
+    rows = list(csv.reader(open(path, newline="")))
+    head = next(i for i, r in enumerate(rows) if r and r[0] == "Address")
+    hdr = rows[head]
+    data = [dict(zip(hdr, r)) for r in rows[head + 1:] if len(r) == len(hdr)]
+    if not data or SAMPLES not in hdr:
+        raise SystemExit(f"{path}: no SASS rows with '{SAMPLES}' (profile with --section SourceCounters)")
+    return data
+
+
+def num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def opcode(sass):
+    return re.sub(r"^@!?U?P\w+\s+", "", sass.strip()).split(" ")[0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("csv")
+    ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--context", type=int, default=4, help="instructions shown before each hot one")
+    ap.add_argument("--window", type=int, default=150, help="instructions per stretch in the summary")
+    args = ap.parse_args()
+    data = read(args.csv)
+    total = sum(num(r[SAMPLES]) for r in data) or 1.0
+    pct = [num(r[SAMPLES]) / total * 100 for r in data]
+    print(f"{len(data)} SASS instructions, {total:.0f} stall samples")
+
+    print(f"\n== the {args.top} instructions with the most samples (index, % of samples, executions, SASS)")
+    for i in sorted(range(len(data)), key=lambda i: -pct[i])[:args.top]:
+        for j in range(max(0, i - args.context), i + 1):
+            mark = ">>" if j == i else "  "
+            print(f"{mark}{j:6d} {pct[j]:5.1f}% {num(data[j].get('Instructions Executed')):>10.0f}  {data[j]['Source'][:96]}")
+        print()
+
+    print(f"== samples per {args.window} instructions (stretches with >= 1%)")
+    for s in range(0, len(data), args.window):
+        seg = range(s, min(s + args.window, len(data)))
+        share = sum(pct[i] for i in seg)
+        if share >= 1.0:
+            ops = collections.Counter(opcode(data[i]["Source"]).split(".")[0] for i in seg)
+            print(f"{s:6d}-{seg[-1]:6d} {share:5.1f}%  " + ", ".join(f"{k} {v}" for k, v in ops.most_common(8)))
+
+    print("\n== loads and stores by address space (instructions in the code, executions)")
+    count, execs = collections.Counter(), collections.Counter()
+    for r in data:
+        op = opcode(r["Source"])
+        if op.startswith(("LD", "ST")) and not op.startswith(("LDC", "STL")):
+            key = (op, r.get("Address Space", ""))
+            count[key] += 1
+            execs[key] += num(r.get("Instructions Executed"))
+    for key in sorted(count, key=lambda k: -execs[k]):
+        print(f"  {key[0]:28s} {key[1] or '-':16s} {count[key]:5d} {execs[key]:12.0f}")
+
+
+if __name__ == "__main__":
+    main()
