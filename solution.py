@@ -1102,7 +1102,7 @@ template <int N> __device__ __forceinline__ void keep(float (&c)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(c[i]) :: "memory");
 }
-__device__ __forceinline__ void mbar_init_count(uint64_t* bar, int count) {
+__device__ __forceinline__ void mbar_init_count(uint64_t* bar, int count) {   // mbar_init for `count` arrivals
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_u32(bar)), "r"(count) : "memory");
 }
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
@@ -1114,10 +1114,6 @@ __device__ __forceinline__ void keep(uint32_t (&a)[2][2][4]) {
 }
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
 }
 
 namespace wg {
