@@ -127,39 +127,35 @@ def test_bad_rows_per_tile_raises():
         new(torch.rand(4, D, device="cuda"), 24)
 
 
+def _assert_error_within(factor, ref, new, x, noise_seed, rows_per_tile):
+    """Rule: each output's relative L2 error against float64 (same noise) within `factor` x fp32 eager's
+    (floor 1e-7 for lucky eager runs)."""
+    torch.manual_seed(noise_seed)
+    eps = torch.randn(x.shape[0], L, device="cuda")
+    truth = _truth64(ref, x, eps)
+    eager, got = _run(ref, x, noise_seed), _run(new, x, noise_seed, rows_per_tile)
+    for name, g, e, t in zip(("elbo", "recon", "kl"), got, eager, truth):
+        err_new = ((g.double() - t).norm() / t.norm()).item()
+        err_eager = ((e.double() - t).norm() / t.norm()).item()
+        assert err_new <= factor * err_eager + 1e-7, f"{name}: {err_new:.3e} vs eager {err_eager:.3e}"
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("B, rows_per_tile", [(7, 0), (128, 0), (1000, 0), (1000, 32), (1000, 64), (1000, 128),
                                               (16384, 128)])
 def test_error_vs_float64_truth(B, rows_per_tile):
     ref, new = _models(seed=B)
-    x = torch.rand(B, D, device="cuda")
-    torch.manual_seed(11)
-    eps = torch.randn(B, L, device="cuda")
-    truth = _truth64(ref, x, eps)
-    eager, got = _run(ref, x, 11), _run(new, x, 11, rows_per_tile)
-    for name, g, e, t in zip(("elbo", "recon", "kl"), got, eager, truth):
-        err_new = ((g.double() - t).norm() / t.norm()).item()
-        err_eager = ((e.double() - t).norm() / t.norm()).item()
-        # rule: relative L2 error vs float64 within 4x fp32 eager's (floor 1e-7 for lucky eager runs)
-        assert err_new <= 4 * err_eager + 1e-7, f"{name}: {err_new:.3e} vs eager {err_eager:.3e}"
+    _assert_error_within(4, ref, new, torch.rand(B, D, device="cuda"), 11, rows_per_tile)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("seed", SEEDS)
 def test_tensor_core_kernel_error_vs_float64_truth(seed):
     """The 3xTF32 wgmma kernel at a large batch, three seeds: within 2x fp32 eager's error (issue 11's
-    goal; the general rule above allows 4x), the noise bit-exact (the same draw as eager)."""
+    goal; the general rule above allows 4x), the kernel drawing the same noise as eager."""
     B = 4097   # 33 tiles of 128 rows, the last one a single row
     ref, new = _models(seed=seed)
-    x = torch.rand(B, D, device="cuda")
-    torch.manual_seed(seed + 100)
-    eps = torch.randn(B, L, device="cuda")
-    truth = _truth64(ref, x, eps)
-    eager, got = _run(ref, x, seed + 100), _run(new, x, seed + 100, 128)
-    for name, g, e, t in zip(("elbo", "recon", "kl"), got, eager, truth):
-        err_new = ((g.double() - t).norm() / t.norm()).item()
-        err_eager = ((e.double() - t).norm() / t.norm()).item()
-        assert err_new <= 2 * err_eager + 1e-7, f"{name}: {err_new:.3e} vs eager {err_eager:.3e}"
+    _assert_error_within(2, ref, new, torch.rand(B, D, device="cuda"), seed + 100, 128)
 
 
 @pytest.mark.gpu
