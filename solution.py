@@ -1416,7 +1416,9 @@ __device__ __forceinline__ void store_relu(float* act, const float (&sum)[NACC],
   for (int i = 0; i < NACC; i += 2) {
     const int r = rw + acc_row(i), k = col0 + acc_col(i, q);
     const float2 b = __ldg(reinterpret_cast<const float2*>(bias + k));
-    *reinterpret_cast<float2*>(act + wg::act_at(r, k)) = make_float2(fmaxf(sum[i] + b.x, 0.f), fmaxf(sum[i + 1] + b.y, 0.f));
+    // one 8-byte store (written as a float2, the compiler split it in two once act was known to be shared)
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(smem_u32(act + wg::act_at(r, k))),
+                 "f"(fmaxf(sum[i] + b.x, 0.f)), "f"(fmaxf(sum[i + 1] + b.y, 0.f)) : "memory");
   }
 }
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" :: "n"(wg::CONSUMERS) : "memory"); }
@@ -1438,7 +1440,9 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   using S = WgSmem;
   using namespace wg;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* sm = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // 1024-byte aligned (the swizzled stages) as an offset into smem_raw, so the compiler still knows
+  // every access is to shared memory (LDS / STS; a pointer rebuilt from an integer gave generic LD / ST)
+  uint8_t* sm = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   const uint32_t stg_s = smem_u32(sm + S::STG);
   float* act = reinterpret_cast<float*>(sm + S::ACT);
   uint64_t* full = reinterpret_cast<uint64_t*>(sm + S::BARS);
