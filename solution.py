@@ -1166,7 +1166,16 @@ __device__ __forceinline__ uint64_t b_desc(uint32_t base, int j) {
 // (k % 64 ^ 4 (r % 8)), so fragment loads (8 rows x 4 columns per warp) and the epilogues' float2
 // stores hit 32 distinct banks. Z (BM x L, z) lies in ACT's last quarter (h's last columns are read
 // before it is written, d's after it is read): element (r, k) at 192 BM + 32 r + (k ^ 4 (r % 8)).
-__device__ __forceinline__ int act_at(int r, int k) { return (k >> 6) * (64 * BM) + r * 64 + ((k & 63) ^ ((r & 7) << 2)); }
+#ifdef VAE_WG_ACT4   // dev: layers 2 and 4 read their fragments as one 16-byte load per row (k order as x's)
+// The 16-byte unit (r, u) at unit u ^ act_swz(r): two rows' 16-byte loads (8 threads, units 4m .. 4m + 3)
+// cover 8 banks groups (bit 2 differs between rows 2i, 2i + 1), four rows' 8-byte stores too.
+constexpr bool ACT4 = true;
+__device__ __forceinline__ int act_swz(int r) { return ((r & 3) << 1) ^ ((r & 1) << 2); }
+#else
+constexpr bool ACT4 = false;
+__device__ __forceinline__ int act_swz(int r) { return r & 7; }
+#endif
+__device__ __forceinline__ int act_at(int r, int k) { return (k >> 6) * (64 * BM) + r * 64 + ((k & 63) ^ (act_swz(r) << 2)); }
 __device__ __forceinline__ int z_at(int r, int k) { return 192 * BM + r * L + (k ^ ((r & 7) << 2)); }
 // Layer 1's k order within a chunk: x rows land as they are (64-byte rows, one bulk copy each) and a
 // thread reads its 4 values (k = 4q .. 4q + 3) with one 16-byte load, as the k-step columns
@@ -1176,16 +1185,16 @@ __device__ __forceinline__ int x_perm(int kappa) { return 4 * (kappa & 3) + 2 * 
 
 // The weight chunk `ci` (0 .. TILE_CHUNKS) of every tile: rows [n0, n0 + rows) x k [k0, k0 + 16) of a
 // row-major matrix with `ld` columns (layer 2: rows 0-31 of Wmu, then 32-63 of Wlv).
-struct Chunk { const float* w; const float* w2; int ld, rows, n0, k0, split_row; bool x; };
+struct Chunk { const float* w; const float* w2; int ld, rows, n0, k0, split_row; bool x, perm; };   // perm: x_perm k order
 __device__ __forceinline__ Chunk chunk_at(int ci, const float* We, const float* Wmu, const float* Wlv,
                                           const float* W1, const float* W2) {
-  if (ci < C1) return {We, We, D, N1, (ci / KC1) * N1, (ci % KC1) * BK, N1, true};
+  if (ci < C1) return {We, We, D, N1, (ci / KC1) * N1, (ci % KC1) * BK, N1, true, true};
   ci -= C1;
-  if (ci < C2) return {Wmu, Wlv, H, N2, 0, ci * BK, L, false};
+  if (ci < C2) return {Wmu, Wlv, H, N2, 0, ci * BK, L, false, ACT4};
   ci -= C2;
-  if (ci < C3) return {W1, W1, L, N3, (ci / KC3) * N3, (ci % KC3) * BK, N3, false};
+  if (ci < C3) return {W1, W1, L, N3, (ci / KC3) * N3, (ci % KC3) * BK, N3, false, false};
   ci -= C3;
-  return {W2, W2, H, N4, (ci / KC4) * N4, (ci % KC4) * BK, N4, false};
+  return {W2, W2, H, N4, (ci / KC4) * N4, (ci % KC4) * BK, N4, false, ACT4};
 }
 }  // namespace wg
 
@@ -1214,7 +1223,7 @@ __device__ __forceinline__ void ws_split_weights(uint8_t* __restrict__ ws, const
     float w[16];
 #pragma unroll
     for (int k = 0; k < 4; ++k) *reinterpret_cast<float4*>(w + 4 * k) = __ldg(reinterpret_cast<const float4*>(src) + k);
-    if (ch.x) {   // layer 1: x's k order (x_perm)
+    if (ch.perm) {   // layer 1 (and 2, 4 with VAE_WG_ACT4): x's k order (x_perm)
       float t[16];
 #pragma unroll
       for (int k = 0; k < 16; ++k) t[k] = w[wg::x_perm(k)];
@@ -1242,6 +1251,12 @@ __device__ __forceinline__ void split_frags(float4 v0, float4 v1, uint32_t (&a)[
 }
 // ACT row r's values at those columns of chunk kc (k = 16 kc + ...)
 __device__ __forceinline__ float4 act_frag(const float* act, int kc, int r, int q) {
+  if constexpr (wg::ACT4) {   // columns 16 kc + 4q .. + 3 (the weights in x_perm order)
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(smem_u32(act + wg::act_at(r, kc * 16 + 4 * q))) : "memory");
+    return v;
+  }
   const int k = kc * 16 + q;
   return make_float4(act[wg::act_at(r, k)], act[wg::act_at(r, k + 4)], act[wg::act_at(r, k + 8)], act[wg::act_at(r, k + 12)]);
 }
