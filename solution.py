@@ -1143,7 +1143,10 @@ constexpr bool INFLIGHT = false;
 #endif
 constexpr int NS = 4;                     // stages
 constexpr int WROWS = 128;                // rows of the largest weight chunk
-constexpr int N1 = H / 2, N2 = 2 * L, N3 = 64, N4 = 112;   // columns per pass of layers 1-4
+#ifndef VAE_WG_N4
+#define VAE_WG_N4 112                     // layer 4's pixels per pass (56: 14 passes, room for a chunk in flight)
+#endif
+constexpr int N1 = H / 2, N2 = 2 * L, N3 = 64, N4 = VAE_WG_N4;   // columns per pass of layers 1-4
 constexpr int KC1 = D / BK, KC2 = H / BK, KC3 = L / BK, KC4 = H / BK;   // chunks per pass
 constexpr int C1 = (H / N1) * KC1, C2 = KC2, C3 = (H / N3) * KC3, C4 = (D / N4) * KC4;
 constexpr int TILE_CHUNKS = C1 + C2 + C3 + C4;   // 98 + 16 + 8 + 112, the same sequence every tile
@@ -1374,7 +1377,9 @@ __device__ __forceinline__ void ws_pass(uint32_t stg_s, uint64_t* full, uint64_t
       for (int i = 0; i < SUB; ++i) sum[h * SUB + i] += ac[h][i];
   };
   issue(0, a[0], acc[0]);
-#pragma unroll 1
+  // unrolled: in a runtime loop ptxas cannot tell which accumulator a wait retires and serializes
+  // every wgmma (C7514)
+#pragma unroll
   for (int t = 0; t < (PASS - 1) / 2; ++t) {
     issue(1 + 2 * t, a[1], acc[1]);
     wg_wait<1>();
