@@ -26,7 +26,7 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
 - vae_elbo_kernel_tile<BM> (BM = 32, 64; B from 2304): one block owns BM rows end to end, the
   two big layers as register-tiled SGEMMs streamed through shared memory.
 - vae_elbo_kernel_wg (rows_per_tile 128; B from 8192): persistent and cooperative, one block per
-  SM. It first splits every weight into big + small TF32 in a workspace (3.7 MB, per call), grid
+  SM. It first splits every weight into big + small TF32 in a workspace (3.4 MB, per call), grid
   sync, then takes 128-row tiles: 4 producer warps stream 16-column weight chunks (bulk copies)
   and x (cp.async) through 4 stages on mbarriers; 2 consumer warpgroups run all four layers on
   warpgroup MMA (wgmma, 3xTF32, each chunk's product added into fp32 sums: the tensor core's own
@@ -1150,7 +1150,9 @@ constexpr int N1 = H / 2, N2 = 2 * L, N3 = 64, N4 = VAE_WG_N4;   // columns per 
 constexpr int KC1 = D / BK, KC2 = H / BK, KC3 = L / BK, KC4 = H / BK;   // chunks per pass
 constexpr int C1 = (H / N1) * KC1, C2 = KC2, C3 = (H / N3) * KC3, C4 = (D / N4) * KC4;
 constexpr int TILE_CHUNKS = C1 + C2 + C3 + C4;   // 98 + 16 + 8 + 112, the same sequence every tile
-constexpr int CHUNK_BYTES = 2 * WROWS * ROWB;    // a chunk in the workspace: big rows, then small, as in a stage
+// The workspace: chunk after chunk, each its rows' big parts then their small parts (as in a stage)
+constexpr int WS1 = 0, WS2 = WS1 + C1 * N1 * 2 * ROWB, WS3 = WS2 + C2 * N2 * 2 * ROWB, WS4 = WS3 + C3 * N3 * 2 * ROWB;
+constexpr int WS_BYTES = WS4 + C4 * N4 * 2 * ROWB;
 static_assert(D % BK == 0 && H % BK == 0 && L % BK == 0, "whole K-chunks");
 static_assert(H % N1 == 0 && H % N3 == 0 && D % N4 == 0 && N4 % 8 == 0 && N1 <= WROWS && N4 <= WROWS, "passes");
 static_assert(WROWS == PRODUCERS && (BM * 4) % PRODUCERS == 0, "a weight row per producer thread");
@@ -1188,16 +1190,16 @@ __device__ __forceinline__ int x_perm(int kappa) { return 4 * (kappa & 3) + 2 * 
 
 // The weight chunk `ci` (0 .. TILE_CHUNKS) of every tile: rows [n0, n0 + rows) x k [k0, k0 + 16) of a
 // row-major matrix with `ld` columns (layer 2: rows 0-31 of Wmu, then 32-63 of Wlv).
-struct Chunk { const float* w; const float* w2; int ld, rows, n0, k0, split_row; bool x, perm; };   // perm: x_perm k order
+struct Chunk { const float* w; const float* w2; int ld, rows, n0, k0, split_row, off; bool x, perm; };   // off: in the workspace; perm: x_perm k order
 __device__ __forceinline__ Chunk chunk_at(int ci, const float* We, const float* Wmu, const float* Wlv,
                                           const float* W1, const float* W2) {
-  if (ci < C1) return {We, We, D, N1, (ci / KC1) * N1, (ci % KC1) * BK, N1, true, true};
+  if (ci < C1) return {We, We, D, N1, (ci / KC1) * N1, (ci % KC1) * BK, N1, WS1 + ci * N1 * 2 * ROWB, true, true};
   ci -= C1;
-  if (ci < C2) return {Wmu, Wlv, H, N2, 0, ci * BK, L, false, ACT4};
+  if (ci < C2) return {Wmu, Wlv, H, N2, 0, ci * BK, L, WS2 + ci * N2 * 2 * ROWB, false, ACT4};
   ci -= C2;
-  if (ci < C3) return {W1, W1, L, N3, (ci / KC3) * N3, (ci % KC3) * BK, N3, false, false};
+  if (ci < C3) return {W1, W1, L, N3, (ci / KC3) * N3, (ci % KC3) * BK, N3, WS3 + ci * N3 * 2 * ROWB, false, false};
   ci -= C3;
-  return {W2, W2, H, N4, (ci / KC4) * N4, (ci % KC4) * BK, N4, false, ACT4};
+  return {W2, W2, H, N4, (ci / KC4) * N4, (ci % KC4) * BK, N4, WS4 + ci * N4 * 2 * ROWB, false, ACT4};
 }
 }  // namespace wg
 
@@ -1222,7 +1224,7 @@ __device__ __forceinline__ void ws_split_weights(uint8_t* __restrict__ ws, const
     const wg::Chunk ch = wg::chunk_at(ci, We, Wmu, Wlv, W1, W2);
     if (n >= ch.rows) continue;
     const float* src = (n < ch.split_row ? ch.w + (size_t)(ch.n0 + n) * ch.ld : ch.w2 + (size_t)(n - ch.split_row) * ch.ld) + ch.k0;
-    uint8_t* dst = ws + (size_t)ci * wg::CHUNK_BYTES;
+    uint8_t* dst = ws + ch.off;
     float w[16];
 #pragma unroll
     for (int k = 0; k < 4; ++k) *reinterpret_cast<float4*>(w + 4 * k) = __ldg(reinterpret_cast<const float4*>(src) + k);
@@ -1239,7 +1241,7 @@ __device__ __forceinline__ void ws_split_weights(uint8_t* __restrict__ ws, const
       uint32_t b0, b1, b2, b3, s0, s1, s2, s3;
       split(v.x, b0, s0); split(v.y, b1, s1); split(v.z, b2, s2); split(v.w, b3, s3);
       *reinterpret_cast<uint4*>(dst + wg::b_unit(n, k)) = make_uint4(b0, b1, b2, b3);
-      *reinterpret_cast<uint4*>(dst + WgSmem::WB + wg::b_unit(n, k)) = make_uint4(s0, s1, s2, s3);
+      *reinterpret_cast<uint4*>(dst + ch.rows * wg::ROWB + wg::b_unit(n, k)) = make_uint4(s0, s1, s2, s3);
     }
   }
 }
@@ -1503,10 +1505,10 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         if (pt == 0) mbar_arrive(&full[c % NS]);
 #else
         if (pt == 0) {   // the weights: big rows, small rows; the stage's bytes (+ x's) on `full`
-          const uint8_t* src = ws + (size_t)ci * CHUNK_BYTES;
+          const uint8_t* src = ws + ch.off;
           mbar_expect(&full[c % NS], 2 * ch.rows * ROWB);
           bulk_copy(st, src, ch.rows * ROWB, &full[c % NS]);
-          bulk_copy(st + S::WB, src + S::WB, ch.rows * ROWB, &full[c % NS]);
+          bulk_copy(st + S::WB, src + ch.rows * ROWB, ch.rows * ROWB, &full[c % NS]);
         }
         if (ch.x) {   // layer 1: x row pt of the chunk (rows past B read as 0); its landing arrives on xfull
           const int row = row0 + pt;
@@ -1796,7 +1798,7 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
       // per SM, each taking every grid-th tile of 128 rows; the split weights go to a workspace
       const int sms = at::cuda::getDeviceProperties(dv)->multiProcessorCount;
       const int grid = (int)std::min<int64_t>((B + wg::BM - 1) / wg::BM, sms);
-      at::Tensor ws = at::empty({(int64_t)wg::TILE_CHUNKS * wg::CHUNK_BYTES}, x.options().dtype(at::kByte));
+      at::Tensor ws = at::empty({(int64_t)wg::WS_BYTES}, x.options().dtype(at::kByte));
       uint8_t* wsp = ws.data_ptr<uint8_t>();
       if (!conf128[dv]) {
         C10_CUDA_CHECK(cudaFuncSetAttribute(vae_elbo_kernel_wg, cudaFuncAttributeMaxDynamicSharedMemorySize,

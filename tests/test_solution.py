@@ -161,7 +161,7 @@ def test_tensor_core_kernel_error_vs_float64_truth(seed):
 @pytest.mark.gpu
 def test_tensor_core_kernel_writes_nothing_of_size_b_by_784():
     """B = 262144 works, and the forward allocates only its (3, B) output and the split-weight
-    workspace (3.7 MB, any B): the reconstruction never leaves the chip (a B x 784 float32 buffer
+    workspace (3.4 MB, any B): the reconstruction never leaves the chip (a B x 784 float32 buffer
     would be 822 MB)."""
     B = 262144
     ref, new = _models(seed=5)
