@@ -28,7 +28,8 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
 - vae_elbo_kernel_wg (rows_per_tile 128; B from 8192): persistent and cooperative, one block per
   SM. It first splits every weight into big + small TF32 in a workspace (3.4 MB, per call), grid
   sync, then takes 128-row tiles: 4 producer warps stream 16-column weight chunks (bulk copies)
-  and x (cp.async) through 4 stages on mbarriers; 2 consumer warpgroups run all four layers on
+  and x (cp.async) through 4 stages on mbarriers and draw the tile's noise during layer 1 (into
+  16 KB of workspace per block); 2 consumer warpgroups run all four layers on
   warpgroup MMA (wgmma, 3xTF32, each chunk's product added into fp32 sums: the tensor core's own
   accumulation is short of fp32), the BCE from the logits on the SFU (bce_term_sp).
 - draw_noise_kernel: test entry, the noise the kernels draw.
@@ -36,7 +37,7 @@ Noise: drawn in-kernel with torch's Philox layout and the default CUDA generator
 reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an input instead
 (vae_forward_eps, CPP_DECL_EPS: the leaderboard exports of `python -m harness export`).
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks), VAE_SKIP_ENC, VAE_SKIP_DEC;
-for vae_elbo_kernel_wg VAE_WG_* (costs by omission, chain and group counts, in-flight passes).
+for vae_elbo_kernel_wg VAE_WG_* (costs by omission, chain and group counts).
 Versions and their measured times: notes/solution.md.
 """
 import hashlib
@@ -1027,9 +1028,10 @@ vae_elbo_kernel_tile(const float* __restrict__ x,
 // Warps 0-7 (two warpgroups, 64 rows each) run every layer as a GEMM: A = the activations (fp32 in
 // shared memory, each thread's fragment split into big + small TF32 in registers), B = a weight
 // K-chunk of 16 (64-byte-swizzled rows, big and small TF32 parts), three wgmma per k-step (small*big,
-// big*small, big*big). Warps 8-11 stream the weight chunks (and layer 1's x chunks) by cp.async into NS
-// stages and splits them in place; full / empty mbarriers hand stages over, so the two warpgroups
-// and the producer run decoupled. Layers, with N columns per pass:
+// big*small, big*big). Warps 8-11 stream the weight chunks (split once per call into a workspace: two
+// bulk copies each) and layer 1's x chunks (cp.async) into NS stages, and draw each tile's noise during
+// layer 1; full / empty mbarriers hand stages over, so the two warpgroups and the producers run
+// decoupled. Layers, with N columns per pass:
 //   1  h = relu(x We^T + be)        2 passes of N = 128, 49 chunks each                -> ACT
 //   2  mu | logvar = h Wml^T + b    N = 64, 16 chunks; z, KL in registers              -> Z
 //   3  d = relu(z W1^T + b1)        4 passes of N = 64, 2 chunks each                  -> ACT
@@ -1129,24 +1131,20 @@ constexpr int ROWB = BK * 4;              // bytes per weight row in a chunk
 #define VAE_WG_GROUP 1                    // chunks per fp32 promotion (one wgmma wait per group)
 #endif
 constexpr int GROUP = VAE_WG_GROUP;
-static_assert(GROUP >= 1 && GROUP <= 4, "a group fits the stages");
+#ifndef VAE_WG_GROUP4
+#define VAE_WG_GROUP4 VAE_WG_GROUP        // ... in layer 4 (its error reaches recon and elbo only)
+#endif
+constexpr int GROUP4 = VAE_WG_GROUP4;
+static_assert(GROUP >= 1 && GROUP <= 4 && GROUP4 >= 1 && GROUP4 <= 4, "a group fits the stages");
 #ifndef VAE_WG_CHAINS1
 #define VAE_WG_CHAINS1 2                  // independent accumulator chains per chunk, layer 1 (1, 2, 4)
 #endif
 #ifndef VAE_WG_CHAINS4
 #define VAE_WG_CHAINS4 2                  // ... layer 4 (1, 2, 7)
 #endif
-#ifdef VAE_WG_INFLIGHT   // dev: layers 2-4 keep one chunk's wgmma in flight (ws_pass)
-constexpr bool INFLIGHT = true;
-#else
-constexpr bool INFLIGHT = false;
-#endif
 constexpr int NS = 4;                     // stages
 constexpr int WROWS = 128;                // rows of the largest weight chunk
-#ifndef VAE_WG_N4
-#define VAE_WG_N4 112                     // layer 4's pixels per pass (56: 14 passes, room for a chunk in flight)
-#endif
-constexpr int N1 = H / 2, N2 = 2 * L, N3 = 64, N4 = VAE_WG_N4;   // columns per pass of layers 1-4
+constexpr int N1 = H / 2, N2 = 2 * L, N3 = 64, N4 = 112;   // columns per pass of layers 1-4
 constexpr int KC1 = D / BK, KC2 = H / BK, KC3 = L / BK, KC4 = H / BK;   // chunks per pass
 constexpr int C1 = (H / N1) * KC1, C2 = KC2, C3 = (H / N3) * KC3, C4 = (D / N4) * KC4;
 constexpr int TILE_CHUNKS = C1 + C2 + C3 + C4;   // 98 + 16 + 8 + 112, the same sequence every tile
@@ -1156,6 +1154,11 @@ constexpr int WS_BYTES = WS4 + C4 * N4 * 2 * ROWB;
 static_assert(D % BK == 0 && H % BK == 0 && L % BK == 0, "whole K-chunks");
 static_assert(H % N1 == 0 && H % N3 == 0 && D % N4 == 0 && N4 % 8 == 0 && N1 <= WROWS && N4 <= WROWS, "passes");
 static_assert(WROWS == PRODUCERS && (BM * 4) % PRODUCERS == 0, "a weight row per producer thread");
+// The noise: during layer 1 the producers draw the tile's eps (producer thread t: row t, one value
+// every NOISE_EVERY chunks) into the block's NOISE_BYTES after the workspace, layer 2 reads it. The
+// next tile's draws overwrite it only after layer 2 read it: the producers run at most NS chunks ahead.
+constexpr int NOISE_EVERY = 3, NOISE_BYTES = BM * L * 4;
+static_assert(BM == PRODUCERS && (L - 1) * NOISE_EVERY < C1 && C3 + C4 >= NS, "the noise schedule");
 
 
 // Byte offset of 16-byte unit u (k = 4u..4u+3) of weight row n in a chunk: 64-byte rows, the
@@ -1167,19 +1170,13 @@ __device__ __forceinline__ uint64_t b_desc(uint32_t base, int j) {
   const uint32_t s = base + 32 * j;
   return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(8 * ROWB >> 4) << 32) | ((uint64_t)2 << 62);
 }
-// ACT (BM x H fp32: h, then d) in quarters of 64 columns: element (r, k) at (k / 64) 64 BM + 64 r +
-// (k % 64 ^ 4 (r % 8)), so fragment loads (8 rows x 4 columns per warp) and the epilogues' float2
-// stores hit 32 distinct banks. Z (BM x L, z) lies in ACT's last quarter (h's last columns are read
-// before it is written, d's after it is read): element (r, k) at 192 BM + 32 r + (k ^ 4 (r % 8)).
-#ifdef VAE_WG_ACT4   // dev: layers 2 and 4 read their fragments as one 16-byte load per row (k order as x's)
-// The 16-byte unit (r, u) at unit u ^ act_swz(r): two rows' 16-byte loads (8 threads, units 4m .. 4m + 3)
-// cover 8 banks groups (bit 2 differs between rows 2i, 2i + 1), four rows' 8-byte stores too.
-constexpr bool ACT4 = true;
+// ACT (BM x H fp32: h, then d) in quarters of 64 columns; row r's 16-byte unit u (columns 4u .. 4u + 3
+// of the quarter) at unit u ^ act_swz(r). Layers 2 and 4 read a row's 4 fragment values (the weights
+// are split in x_perm k order) with one 16-byte load: the 8 threads of two rows cover all 32 banks
+// (bit 2 of the swizzle differs between rows 2i and 2i + 1), and so do the epilogues' 8-byte stores of
+// four rows. Z (BM x L, z) lies in ACT's last quarter (h's last columns are read before it is written,
+// d's after it is read): element (r, k) at 192 BM + 32 r + (k ^ 4 (r % 8)).
 __device__ __forceinline__ int act_swz(int r) { return ((r & 3) << 1) ^ ((r & 1) << 2); }
-#else
-constexpr bool ACT4 = false;
-__device__ __forceinline__ int act_swz(int r) { return r & 7; }
-#endif
 __device__ __forceinline__ int act_at(int r, int k) { return (k >> 6) * (64 * BM) + r * 64 + ((k & 63) ^ (act_swz(r) << 2)); }
 __device__ __forceinline__ int z_at(int r, int k) { return 192 * BM + r * L + (k ^ ((r & 7) << 2)); }
 // Layer 1's k order within a chunk: x rows land as they are (64-byte rows, one bulk copy each) and a
@@ -1195,11 +1192,11 @@ __device__ __forceinline__ Chunk chunk_at(int ci, const float* We, const float* 
                                           const float* W1, const float* W2) {
   if (ci < C1) return {We, We, D, N1, (ci / KC1) * N1, (ci % KC1) * BK, N1, WS1 + ci * N1 * 2 * ROWB, true, true};
   ci -= C1;
-  if (ci < C2) return {Wmu, Wlv, H, N2, 0, ci * BK, L, WS2 + ci * N2 * 2 * ROWB, false, ACT4};
+  if (ci < C2) return {Wmu, Wlv, H, N2, 0, ci * BK, L, WS2 + ci * N2 * 2 * ROWB, false, true};
   ci -= C2;
   if (ci < C3) return {W1, W1, L, N3, (ci / KC3) * N3, (ci % KC3) * BK, N3, WS3 + ci * N3 * 2 * ROWB, false, false};
   ci -= C3;
-  return {W2, W2, H, N4, (ci / KC4) * N4, (ci % KC4) * BK, N4, WS4 + ci * N4 * 2 * ROWB, false, ACT4};
+  return {W2, W2, H, N4, (ci / KC4) * N4, (ci % KC4) * BK, N4, WS4 + ci * N4 * 2 * ROWB, false, true};
 }
 }  // namespace wg
 
@@ -1208,8 +1205,8 @@ struct WgSmem {   // bytes
   static constexpr int WB = wg::WROWS * wg::ROWB;            // stage: W big | W small | x (layer 1)
   static constexpr int STAGE = 2 * WB + wg::BM * wg::ROWB;   // + x
   static constexpr int STG = ACT + wg::BM * H * 4;
-  static constexpr int BARS = STG + wg::NS * STAGE;          // full[NS], empty[NS], xfull[NS]
-  static constexpr int BYTES = BARS + 3 * wg::NS * 8 + 1024; // + alignment slack
+  static constexpr int BARS = STG + wg::NS * STAGE;          // full[NS], empty[NS], xfull[NS], nfull
+  static constexpr int BYTES = BARS + (3 * wg::NS + 1) * 8 + 1024;   // + alignment slack
   static_assert(STG % 1024 == 0 && STAGE % 1024 == 0 && WB % 1024 == 0, "stages 1024-byte aligned (swizzle)");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
 };
@@ -1228,7 +1225,7 @@ __device__ __forceinline__ void ws_split_weights(uint8_t* __restrict__ ws, const
     float w[16];
 #pragma unroll
     for (int k = 0; k < 4; ++k) *reinterpret_cast<float4*>(w + 4 * k) = __ldg(reinterpret_cast<const float4*>(src) + k);
-    if (ch.perm) {   // layer 1 (and 2, 4 with VAE_WG_ACT4): x's k order (x_perm)
+    if (ch.perm) {   // layers 1, 2 and 4: x's k order (x_perm)
       float t[16];
 #pragma unroll
       for (int k = 0; k < 16; ++k) t[k] = w[wg::x_perm(k)];
@@ -1254,16 +1251,13 @@ __device__ __forceinline__ void split_frags(float4 v0, float4 v1, uint32_t (&a)[
   split(v0.z, a[0][1][0], a[1][1][0]); split(v1.z, a[0][1][1], a[1][1][1]);
   split(v0.w, a[0][1][2], a[1][1][2]); split(v1.w, a[0][1][3], a[1][1][3]);
 }
-// ACT row r's values at those columns of chunk kc (k = 16 kc + ...)
+// ACT row r's values at those columns of chunk kc: with the weights' k in x_perm order, they are ACT's
+// columns 16 kc + 4q .. 16 kc + 4q + 3, one 16-byte load.
 __device__ __forceinline__ float4 act_frag(const float* act, int kc, int r, int q) {
-  if constexpr (wg::ACT4) {   // columns 16 kc + 4q .. + 3 (the weights in x_perm order)
-    float4 v;
-    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(smem_u32(act + wg::act_at(r, kc * 16 + 4 * q))) : "memory");
-    return v;
-  }
-  const int k = kc * 16 + q;
-  return make_float4(act[wg::act_at(r, k)], act[wg::act_at(r, k + 4)], act[wg::act_at(r, k + 8)], act[wg::act_at(r, k + 12)]);
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(smem_u32(act + wg::act_at(r, kc * 16 + 4 * q))) : "memory");
+  return v;
 }
 
 // Consumer warpgroup, one chunk c: wait until the producer filled its stage, 6 wgmma (3xTF32 over
@@ -1331,99 +1325,23 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
     for (int i = 0; i < SUB; ++i) sum[h * SUB + i] += acc[h][i];
 }
 
-// Dev variant (VAE_WG_INFLIGHT) of a pass of PASS chunks from chunk c0: as ws_chunk, but each chunk's
-// wgmma stay in flight while the next chunk's fragments are loaded and its wgmma issued (wait 1; two
-// accumulator and fragment sets alternate). a_at(st, kc, r): A row r's values (stage st, chunk kc of the pass).
-template <int NACC, int CHAINS, int PASS, class AAt>
-__device__ __forceinline__ void ws_pass(uint32_t stg_s, uint64_t* full, uint64_t* empty, int c0, int r0, int q,
-                                        int lane, AAt a_at, float (&sum)[NACC]) {
-  constexpr int SUB = NACC / CHAINS;
-  static_assert(NACC % CHAINS == 0 && SUB % 4 == 0 && PASS >= 2, "whole 8-column groups per chain");
-  float acc[2][CHAINS][SUB];
-  uint32_t a[2][2][2][4];
-  auto issue = [&](int kc, uint32_t (&A)[2][2][4], float (&ac)[CHAINS][SUB]) {
-    const int c = c0 + kc, st = c % wg::NS;
-    mbar_wait(&full[st], (c / wg::NS) & 1);
-    split_frags(a_at(st, kc, r0), a_at(st, kc, r0 + 8), A);
-    const uint32_t big = stg_s + st * WgSmem::STAGE;
-    wg_fence();
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-#pragma unroll
-      for (int h = 0; h < CHAINS; ++h) {
-        const uint64_t db = wg::b_desc(big + h * (2 * SUB) * wg::ROWB, j);
-        wgmma_tf32(ac[h], A[1][j], db, j);   // small * big
-      }
-#pragma unroll
-      for (int h = 0; h < CHAINS; ++h) {
-        const uint64_t ds = wg::b_desc(big + h * (2 * SUB) * wg::ROWB + WgSmem::WB, j);
-        wgmma_tf32(ac[h], A[0][j], ds, 1);   // big * small
-      }
-#pragma unroll
-      for (int h = 0; h < CHAINS; ++h) {
-        const uint64_t db = wg::b_desc(big + h * (2 * SUB) * wg::ROWB, j);
-        wgmma_tf32(ac[h], A[0][j], db, 1);   // big * big
-      }
-    }
-    wg_commit();
-  };
-  auto retire = [&](int kc, uint32_t (&A)[2][2][4], float (&ac)[CHAINS][SUB]) {   // its wgmma are done
-    keep(A);
-#pragma unroll
-    for (int h = 0; h < CHAINS; ++h) keep(ac[h]);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[(c0 + kc) % wg::NS]);
-#pragma unroll
-    for (int h = 0; h < CHAINS; ++h)
-#pragma unroll
-      for (int i = 0; i < SUB; ++i) sum[h * SUB + i] += ac[h][i];
-  };
-  issue(0, a[0], acc[0]);
-  // unrolled: in a runtime loop ptxas cannot tell which accumulator a wait retires and serializes
-  // every wgmma (C7514)
-#pragma unroll
-  for (int t = 0; t < (PASS - 1) / 2; ++t) {
-    issue(1 + 2 * t, a[1], acc[1]);
-    wg_wait<1>();
-    retire(2 * t, a[0], acc[0]);
-    issue(2 + 2 * t, a[0], acc[0]);
-    wg_wait<1>();
-    retire(1 + 2 * t, a[1], acc[1]);
-  }
-  if constexpr (PASS % 2 == 0) {
-    issue(PASS - 1, a[1], acc[1]);
-    wg_wait<1>();
-    retire(PASS - 2, a[0], acc[0]);
-    wg_wait<0>();
-    retire(PASS - 1, a[1], acc[1]);
-  } else {
-    wg_wait<0>();
-    retire(PASS - 1, a[0], acc[0]);
-  }
-}
-
-// A pass of PASS chunks from chunk c (advanced past them) into sum: chunk by chunk (ws_chunk) or
-// with one chunk in flight (ws_pass). a_at(st, kc, r) as for ws_pass; wait_more(st) after each
-// chunk's `full` wait (layer 1: x's own barrier).
-template <int NACC, int CHAINS, int PASS, bool INFLIGHT, class AAt, class Wait>
+// A pass of PASS chunks from chunk c (advanced past them) into sum, GROUP chunks per fp32 promotion
+// (ws_chunk). a_at(st, kc, r): A row r's values (stage st, chunk kc of the pass) as split_frags takes
+// them; wait_more(st) after each chunk's `full` wait (layer 1: x's own barrier).
+template <int NACC, int CHAINS, int PASS, int GROUP, class AAt, class Wait>
 __device__ __forceinline__ void ws_run(uint32_t stg_s, uint64_t* full, uint64_t* empty, int& c, int r0, int q,
                                        int lane, AAt a_at, float (&sum)[NACC], Wait wait_more) {
 #pragma unroll
   for (int i = 0; i < NACC; ++i) sum[i] = 0.f;
-  if constexpr (INFLIGHT) {
-    ws_pass<NACC, CHAINS, PASS>(stg_s, full, empty, c, r0, q, lane, a_at, sum);
-    c += PASS;
-  } else {
-    constexpr int G = PASS >= wg::GROUP ? wg::GROUP : 1;
+  constexpr int G = PASS >= GROUP ? GROUP : 1;
 #pragma unroll 1
-    for (int kc = 0; kc + G <= PASS; kc += G, c += G)
-      ws_chunk<NACC, CHAINS, G>(stg_s, full, empty, c, r0, q, lane,
-                                [&](int st, int g, int r) { return a_at(st, kc + g, r); }, sum, wait_more);
+  for (int kc = 0; kc + G <= PASS; kc += G, c += G)
+    ws_chunk<NACC, CHAINS, G>(stg_s, full, empty, c, r0, q, lane,
+                              [&](int st, int g, int r) { return a_at(st, kc + g, r); }, sum, wait_more);
 #pragma unroll 1
-    for (int kc = PASS - PASS % G; kc < PASS; ++kc, ++c)   // the rest one by one
-      ws_chunk<NACC, CHAINS, 1>(stg_s, full, empty, c, r0, q, lane,
-                                [&](int st, int, int r) { return a_at(st, kc, r); }, sum, wait_more);
-  }
+  for (int kc = PASS - PASS % G; kc < PASS; ++kc, ++c)   // the rest one by one
+    ws_chunk<NACC, CHAINS, 1>(stg_s, full, empty, c, r0, q, lane,
+                              [&](int st, int, int r) { return a_at(st, kc, r); }, sum, wait_more);
 }
 
 // Thread's accumulator entry i of an m64nN tile: row 16 w + g + 8 ((i >> 1) & 1) of its warpgroup's
@@ -1448,8 +1366,8 @@ __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;
 // Persistent, launched cooperatively: every block first splits its share of the weights into the
 // workspace `ws` (big + small TF32 in the stages' layout), then, after a grid sync, takes tiles b,
 // b + grid, ... of 128 rows. Warps 8-11 stream each chunk into one of NS stages (the weights by two
-// bulk copies, x by cp.async; both complete the stage's `full` mbarrier), warps 0-7 run the layers
-// and free each stage (`empty`).
+// bulk copies on the stage's `full` mbarrier, layer 1's x by cp.async on `xfull`) and draw the tile's
+// noise (`nfull`); warps 0-7 run the layers and free each stage (`empty`).
 __global__ void __launch_bounds__(wg::THREADS, 1)
 vae_elbo_kernel_wg(const float* __restrict__ x,
                    const float* __restrict__ We, const float* __restrict__ be,
@@ -1470,6 +1388,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   uint64_t* full = reinterpret_cast<uint64_t*>(sm + S::BARS);
   uint64_t* empty = full + NS;
   uint64_t* xfull = empty + NS;   // layer 1: x's cp.async, one arrival per producer thread
+  uint64_t* nfull = xfull + NS;   // the tile's noise drawn, one arrival per producer thread
+  float* eps_buf = reinterpret_cast<float*>(ws + WS_BYTES + (size_t)blockIdx.x * NOISE_BYTES);   // [L][BM]
   const int tid = threadIdx.x, lane = tid & 31, q = lane & 3;
   const int tiles = (B + BM - 1) / BM;
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1481,6 +1401,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       mbar_init_count(&xfull[s], PRODUCERS);
       mbar_init_count(&empty[s], CONSUMERS / 32);
     }
+    mbar_init_count(nfull, PRODUCERS);
     mbar_fence_init();   // the inits visible to the async proxy (bulk copies' byte counts)
   }
   ws_split_weights(ws, We, Wmu, Wlv, W1, W2);
@@ -1493,6 +1414,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #endif
     const int pt = tid - CONSUMERS;   // this thread's x row
     if (pt == 0) asm volatile("fence.proxy.async.global;" ::: "memory");
+    const NoiseDraw draw = noise_source(noise);
     int c = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       const int row0 = t * BM;
@@ -1519,6 +1441,12 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(smem_u32(&xfull[c % NS])) : "memory");
         }
 #endif
+        if (ci < NOISE_EVERY * L && ci % NOISE_EVERY == 0) {   // eps of row pt, column j (0 past B)
+          const int j = ci / NOISE_EVERY, row = row0 + pt;
+          const float e = row < B ? draw((uint64_t)row * L + j) : 0.f;
+          asm volatile("st.global.f32 [%0], %1;" :: "l"(eps_buf + j * BM + pt), "f"(e) : "memory");
+          if (j == L - 1) mbar_arrive(nfull);   // release: layer 2's loads after its wait see the values
+        }
       }
     }
     return;
@@ -1531,7 +1459,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   const int rw = 64 * (tid / 128) + 16 * ((tid / 32) % 4) + (lane >> 2);   // rows rw, rw + 8 of the tile
   int c = 0;
   uint32_t xph = 0;   // bit s: the phase parity of xfull[s] to wait for
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+  for (int t = blockIdx.x, it = 0; t < tiles; t += gridDim.x, ++it) {
     const int row0 = t * BM;
     float kl[2] = {0.f, 0.f}, recon[2] = {0.f, 0.f};   // partial sums of rows rw, rw + 8
 #ifdef VAE_PROFILE
@@ -1542,7 +1470,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
     for (int p = 0; p < H / N1; ++p) {
       float sum[N1 / 2];
-      ws_run<N1 / 2, VAE_WG_CHAINS1, KC1, false>(stg_s, full, empty, c, rw, q, lane, [&](int st, int, int r) {
+      ws_run<N1 / 2, VAE_WG_CHAINS1, KC1, GROUP>(stg_s, full, empty, c, rw, q, lane, [&](int st, int, int r) {
         return *reinterpret_cast<const float4*>(sm + S::STG + st * S::STAGE + 2 * S::WB + r * ROWB + 16 * q);
       }, sum, [&](int st) {
         mbar_wait(&xfull[st], (xph >> st) & 1);   // the producers' x copies into stage st landed
@@ -1555,16 +1483,19 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     // ---- layer 2: mu | logvar = h [Wmu; Wlv]^T + b; z = mu + exp(logvar / 2) eps -> Z; KL per row
     {
       float sum[N2 / 2];
-      ws_run<N2 / 2, 2, KC2, INFLIGHT>(stg_s, full, empty, c, rw, q, lane,
+      ws_run<N2 / 2, 2, KC2, GROUP>(stg_s, full, empty, c, rw, q, lane,
           [&](int, int kc, int r) { return act_frag(act, kc, r, q); }, sum, [](int) {});
-      const NoiseDraw draw = noise_source(noise);
+      float eps[N2 / 4];
+      mbar_wait(nfull, it & 1);   // the producers drew this tile's noise
+#pragma unroll
+      for (int i = 0; i < N2 / 4; ++i)
+        asm volatile("ld.global.f32 %0, [%1];" : "=f"(eps[i]) : "l"(eps_buf + acc_col(i, q) * BM + rw + acc_row(i)) : "memory");
       consumers_sync();   // every warp's h reads are done: Z overwrites h's last columns
 #pragma unroll
       for (int i = 0; i < N2 / 4; ++i) {   // entries i < 16: mu (columns < 32); i + 16: logvar, same j
-        const int r = rw + acc_row(i), j = acc_col(i, q), row = row0 + r;
+        const int r = rw + acc_row(i), j = acc_col(i, q);
         const float mu = sum[i] + __ldg(bmu + j), lv = sum[i + N2 / 4] + __ldg(blv + j);
-        const float eps = row < B ? draw((uint64_t)row * L + j) : 0.f;
-        act[z_at(r, j)] = __fadd_rn(mu, __fmul_rn(expf(__fmul_rn(0.5f, lv)), eps));
+        act[z_at(r, j)] = __fadd_rn(mu, __fmul_rn(expf(__fmul_rn(0.5f, lv)), eps[i]));
         kl[(i >> 1) & 1] += __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv));
       }
     }
@@ -1574,7 +1505,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
     for (int p = 0; p < H / N3; ++p) {
       float sum[N3 / 2];
-      ws_run<N3 / 2, 2, KC3, INFLIGHT>(stg_s, full, empty, c, rw, q, lane,
+      ws_run<N3 / 2, 2, KC3, GROUP>(stg_s, full, empty, c, rw, q, lane,
           [&](int, int kc, int r) {
             const int k = kc * 16 + q;
             return make_float4(act[z_at(r, k)], act[z_at(r, k + 4)], act[z_at(r, k + 8)], act[z_at(r, k + 12)]);
@@ -1588,7 +1519,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
     for (int p = 0; p < D / N4; ++p) {
       float sum[N4 / 2];
-      ws_run<N4 / 2, VAE_WG_CHAINS4, KC4, INFLIGHT>(stg_s, full, empty, c, rw, q, lane,
+      ws_run<N4 / 2, VAE_WG_CHAINS4, KC4, GROUP4>(stg_s, full, empty, c, rw, q, lane,
           [&](int, int kc, int r) { return act_frag(act, kc, r, q); }, sum, [](int) {});
       float2 xv[N4 / 4];   // every x value of the pass first: one memory latency, not 28
 #pragma unroll
@@ -1798,7 +1729,7 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
       // per SM, each taking every grid-th tile of 128 rows; the split weights go to a workspace
       const int sms = at::cuda::getDeviceProperties(dv)->multiProcessorCount;
       const int grid = (int)std::min<int64_t>((B + wg::BM - 1) / wg::BM, sms);
-      at::Tensor ws = at::empty({(int64_t)wg::WS_BYTES}, x.options().dtype(at::kByte));
+      at::Tensor ws = at::empty({(int64_t)wg::WS_BYTES + (int64_t)grid * wg::NOISE_BYTES}, x.options().dtype(at::kByte));
       uint8_t* wsp = ws.data_ptr<uint8_t>();
       if (!conf128[dv]) {
         C10_CUDA_CHECK(cudaFuncSetAttribute(vae_elbo_kernel_wg, cudaFuncAttributeMaxDynamicSharedMemorySize,

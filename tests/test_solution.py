@@ -160,9 +160,9 @@ def test_tensor_core_kernel_error_vs_float64_truth(seed):
 
 @pytest.mark.gpu
 def test_tensor_core_kernel_writes_nothing_of_size_b_by_784():
-    """B = 262144 works, and the forward allocates only its (3, B) output and the split-weight
-    workspace (3.4 MB, any B): the reconstruction never leaves the chip (a B x 784 float32 buffer
-    would be 822 MB)."""
+    """B = 262144 works, and the forward allocates only its (3, B) output and a workspace whose size
+    does not grow with B (3.4 MB of split weights + 16 KB of noise per block: 5.5 MB on 132 SMs): the
+    reconstruction never leaves the chip (a B x 784 float32 buffer would be 822 MB, even B x 32 is 32 MB)."""
     B = 262144
     ref, new = _models(seed=5)
     x = torch.rand(B, D, device="cuda")
@@ -172,7 +172,7 @@ def test_tensor_core_kernel_writes_nothing_of_size_b_by_784():
     got = _run(new, x, 6, 128)
     torch.cuda.synchronize()
     extra = torch.cuda.max_memory_allocated() - base
-    assert extra <= 3 * B * 4 + (5 << 20), f"the forward allocated {extra / 2**20:.1f} MiB"
+    assert extra <= 3 * B * 4 + (8 << 20), f"the forward allocated {extra / 2**20:.1f} MiB"
     with torch.no_grad():
         want = _run(ref, x, 6)
     _assert_close(got, want, f"B={B}")

@@ -54,7 +54,7 @@ for spec in "$@"; do
     wgmma-probe) run_stage wgmma-probe "$limit" python3 tools/wgmma_probe.py ;;
     wg-dev)   run_stage wg-smoke 90 python3 -c "import torch, solution; m = solution.ModelNew(784, 256, 32).cuda(); \
                 x = torch.rand(300, 784, device='cuda'); m(x, 128); torch.cuda.synchronize(); print('wg kernel ran')"
-              run_stage wg-dev "$limit" python3 tools/kernel_dev.py --variants prof,wg_base,wg_act4,wg_n56,wg_inflight_n56,wg_inflight_n56_act4,wg_no_mma_load ;;
+              run_stage wg-dev "$limit" python3 tools/kernel_dev.py --variants prof,wg_base,wg_group4_2,wg_no_mma_load ;;
     ncu-wg)   run_stage build 200 python3 -c "import solution"
               run_stage ncu-wg "$limit" bash tools/ncu_wg.sh ;;
     *) echo "unknown stage $stage" ;;
