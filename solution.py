@@ -1276,7 +1276,19 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
     const int st = (c + g) % wg::NS;
     mbar_wait(&full[st], ((c + g) / wg::NS) & 1);
     wait_more(st);   // layer 1: x's cp.async too
+#if defined(VAE_WG_NO_FRAG)   // dev: A fragments neither loaded nor split (wrong results)
+#pragma unroll
+    for (int i = 0; i < 16; ++i) a[g][i / 8][(i / 4) % 2][i % 4] = 0x3f800000u + c;
+#elif defined(VAE_WG_NO_SPLIT)   // dev: loaded, not split (wrong results)
+    {
+      const float4 v0 = a_at(st, g, r0), v1 = a_at(st, g, r0 + 8);
+      const float f[8] = {v0.x, v1.x, v0.y, v1.y, v0.z, v1.z, v0.w, v1.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) { a[g][0][i / 4][i % 4] = __float_as_uint(f[i]); a[g][1][i / 4][i % 4] = 0u; }
+    }
+#else
     split_frags(a_at(st, g, r0), a_at(st, g, r0 + 8), a[g]);
+#endif
   }
   // CHAINS independent accumulators (column blocks): wgmma on one accumulator run one after another,
   // so a single chain of 6 leaves the tensor cores waiting on their latency
@@ -1319,6 +1331,9 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
   if (lane == 0)
 #pragma unroll
     for (int g = 0; g < G; ++g) mbar_arrive(&empty[(c + g) % wg::NS]);
+#ifdef VAE_WG_NO_PROMOTE   // dev: the fp32 adds of one chunk in 16 only (wrong results)
+  if ((c & 15) != 0) return;
+#endif
 #pragma unroll
   for (int h = 0; h < CHAINS; ++h)
 #pragma unroll
@@ -1425,6 +1440,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         uint8_t* st = sm + S::STG + (c % NS) * S::STAGE;
 #ifdef VAE_WG_NO_LOAD   // dev: no copies (wrong results)
         if (pt == 0) mbar_arrive(&full[c % NS]);
+        if (ch.x) mbar_arrive(&xfull[c % NS]);
 #else
         if (pt == 0) {   // the weights: big rows, small rows; the stage's bytes (+ x's) on `full`
           const uint8_t* src = ws + ch.off;
