@@ -1,0 +1,151 @@
+"""Side-by-side GPU time of solution.py variants, in one process, rounds interleaved.
+
+Each variant is NAME=SOURCE[|FLAGS]: SOURCE is a solution file or @REV (solution.py at a git revision,
+written under build/ab/), FLAGS extra nvcc flags (the dev switches in tools/kernel_dev.py VARIANTS).
+Every variant is built as its own extension (in parallel, one process each), checked in its own
+process (max |diff| to eager and error / eager's error against float64; a variant that crashes or
+hangs is reported and left out), then timed: CUDA-graph replay of 20 calls per sample, the variants
+alternating within each of `--rounds` rounds, the median printed. Run on the GPU machine from the
+repository root, e.g.
+
+    python3 tools/ab_variants.py main=@main new=solution.py "noload=solution.py|-DVAE_WG_NO_LOAD"
+"""
+import argparse
+import hashlib
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHECK_SIZES = (1, 129, 8193)
+
+
+def parse_spec(spec: str):
+    """'name=source|flags' -> (name, source, flags); a name and a source are required."""
+    name, eq, rest = spec.partition("=")
+    source, _, flags = rest.partition("|")
+    if not eq or not name.isidentifier() or not source:
+        raise ValueError(f"variant {spec!r}: expected NAME=SOURCE[|FLAGS], NAME a Python identifier")
+    return name, source, flags.strip()
+
+
+def source_path(source: str) -> str:
+    """A solution file for SOURCE: the path itself, or solution.py at git revision REV for '@REV'."""
+    if not source.startswith("@"):
+        if not os.path.isfile(source):
+            raise ValueError(f"no such solution file: {source}")
+        return source
+    rev = source[1:]
+    text = subprocess.run(["git", "-C", REPO, "show", f"{rev}:solution.py"], capture_output=True, text=True)
+    if text.returncode != 0:
+        raise ValueError(f"git show {rev}:solution.py failed: {text.stderr.strip()}")
+    out = os.path.join(REPO, "build", "ab", hashlib.sha1(text.stdout.encode()).hexdigest()[:12], "solution.py")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        f.write(text.stdout)
+    return out
+
+
+def build_flags(name: str, flags: str) -> str:
+    """The variant's own define makes its extension name unique even where two sources share flags."""
+    return f"{flags} -DVAE_AB_{name}".strip()
+
+
+def load(name: str, path: str, flags: str):
+    os.environ["VAE_EXTRA_CUDA_FLAGS"] = build_flags(name, flags)
+    spec = importlib.util.spec_from_file_location(f"ab_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def models(module):
+    import torch
+    import reference
+    torch.manual_seed(0)
+    ref = reference.Model(784, 256, 32).cuda()
+    new = module.ModelNew(784, 256, 32).cuda()
+    new.load_state_dict(ref.state_dict())
+    return ref, new
+
+
+def check(module, rows: int) -> str:
+    """Max |diff| to eager (elbo, recon, kl) and error / eager's error against float64, per B."""
+    import torch
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    from test_solution import _truth64
+    ref, new = models(module)
+    parts = []
+    for B in CHECK_SIZES:
+        x = torch.rand(B, 784, device="cuda")
+        torch.manual_seed(1)
+        want = ref(x)
+        torch.manual_seed(1)
+        got = new(x, rows)
+        torch.manual_seed(1)
+        truth = _truth64(ref, x, module._ext.draw_noise(B, 32, 0))
+        ratio = [((g.double() - t).norm() / (w.double() - t).norm()).item() for g, w, t in zip(got, want, truth)]
+        parts.append(f"B={B} max|diff| " + " ".join(f"{(g - w).abs().max().item():.1e}" for g, w in zip(got, want))
+                     + ", err/eager " + " ".join(f"{r:.2f}" for r in ratio))
+    return "; ".join(parts)
+
+
+def child(args, spec: str, what: str, timeout_s: int):
+    """Run this tool on one variant in its own process; (ok, last line of its output)."""
+    cmd = [sys.executable, os.path.abspath(__file__), f"--{what}", "--rows", str(args.rows), spec]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        return False, f"timed out after {timeout_s} s"
+    lines = (p.stdout + p.stderr).strip().splitlines() or ["(no output)"]
+    return p.returncode == 0, lines[-1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("variants", nargs="+", help="NAME=SOURCE[|FLAGS]")
+    ap.add_argument("--sizes", default="4096,16384,65536", help="batch sizes to time (comma list)")
+    ap.add_argument("--rows", type=int, default=128, help="rows_per_tile passed to forward (0: automatic)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--build", action="store_true", help=argparse.SUPPRESS)   # one variant, in a child
+    ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)   # one variant, in a child
+    args = ap.parse_args()
+    sys.path.insert(0, REPO)
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    specs = [parse_spec(s) for s in args.variants]
+    if args.build or args.check:
+        name, source, flags = specs[0]
+        module = load(name, source_path(source), flags)
+        print(check(module, args.rows) if args.check else f"built {name}")
+        return
+    import concurrent.futures as cf
+    with cf.ThreadPoolExecutor(len(specs)) as pool:   # nvcc runs in parallel, one process per variant
+        built = list(pool.map(lambda s: child(args, s, "build", 900), args.variants))
+    timed = []
+    for spec, (name, source, flags), (ok, line) in zip(args.variants, specs, built):
+        if ok:
+            ok, line = child(args, spec, "check", 120)
+        print(f"{name:>12s}: {'ok ' if ok else 'FAILED '}{line}", flush=True)
+        if ok:
+            timed.append((name, load(name, source_path(source), flags)))
+    if not timed:
+        sys.exit("no variant built and ran")
+    import torch
+    from kernel_dev import graph_us
+    nets = [(name, models(module)[1]) for name, module in timed]
+    print(f"\nGPU us per forward (CUDA-graph replay of 20 calls, median of {args.rounds} interleaved rounds), "
+          f"rows_per_tile {args.rows}")
+    print(f"{'B':>7s} " + " ".join(f"{name:>12s}" for name, _ in nets))
+    for B in (int(b) for b in args.sizes.split(",")):
+        x = torch.rand(B, 784, device="cuda")
+        samples = {name: [] for name, _ in nets}
+        for _ in range(args.rounds):
+            for name, net in nets:
+                samples[name].append(graph_us(lambda: net(x, args.rows)))
+        print(f"{B:7d} " + " ".join(f"{statistics.median(samples[name]):12.1f}" for name, _ in nets), flush=True)
+
+
+if __name__ == "__main__":
+    main()
