@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Nsight Compute on one forward of solution.py's tensor-core kernel (vae_elbo_kernel_wg) at B rows
 # (default 16384: one 128-row tile per SM): stall reasons, the hottest SASS, loads by address space.
-# Writes $OUT/wg.ncu-rep, details.txt, src.csv, hotspots.txt. Run from the repo root on the GPU machine
+# Writes $OUT/details.txt, hotspots.txt and ncu_raw.tgz (wg.ncu-rep, src.csv). Run from the repo root on the GPU machine
 # (tools/gpu_session.sh ncu-wg:150); a first build of solution.py takes about a minute more.
 set -uo pipefail
 B=${1:-16384}
@@ -23,5 +23,7 @@ PYTHONPATH=$PWD "$NCU" -f -o "$OUT/wg" --kernel-name regex:vae_elbo_kernel_wg --
 "$NCU" -i "$OUT/wg.ncu-rep" --page details > "$OUT/details.txt" 2>&1
 "$NCU" -i "$OUT/wg.ncu-rep" --page source --csv --print-source sass > "$OUT/src.csv" 2>&1
 python3 tools/ncu_hotspots.py "$OUT/src.csv" > "$OUT/hotspots.txt"
+# the device tool returns a few files per call: the report and the per-instruction CSV travel as one archive
+tar czf "$OUT/ncu_raw.tgz" -C "$OUT" wg.ncu-rep src.csv one_forward.py ncu_run.txt && rm -f "$OUT/wg.ncu-rep" "$OUT/src.csv" "$OUT/one_forward.py" "$OUT/ncu_run.txt"
 grep -E "stalled_|Warp Cycles Per Issued|Issued Ipc|Eligible Warps|No Eligible" "$OUT/details.txt"
 head -60 "$OUT/hotspots.txt"
