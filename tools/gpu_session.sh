@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: run the named stages in order, each under its own time limit, logs under $OUT,
 # a summary table last. Stages: make-test build all-tests timing-tests strict-tests solution-tests
-# adversarial-gpu make-check make-bench check bench copy sweep profile protocol kernel-dev wgmma-probe hgmma-peak wg-ladder wg-dev
+# adversarial-gpu make-check make-bench check bench copy sweep profile protocol kernel-dev wgmma-probe hgmma-peak wg-ladder coop-cluster wg-dev
 # ncu-wg (tools/ncu_wg.sh: Nsight Compute stall reasons and hot SASS of the tensor-core kernel).
 # `make-test` is what a newcomer runs (goal: <= 5 min on the H200). `all-tests` is its first half with
 # the build first and 8 processes: the whole suite in parallel (pytest.ini's addopts) except the
@@ -10,7 +10,8 @@
 # $OUT/cases.jsonl; the summary ends with the case -> verdict table.
 # `make-check` is timed twice when named twice: the first builds solution.py unless it is cached.
 # `kernel-dev` is tools/kernel_dev.py --variants prof --eps (working tree vs .old/solution_prev.py: carry .old);
-# `wgmma-probe` is tools/wgmma_probe.py, `hgmma-peak` tools/hgmma_peak.py, `wg-ladder` tools/wg_ladder.py (issue 11). Extensions build into build/torch_extensions, so a later
+# `wgmma-probe` is tools/wgmma_probe.py, `hgmma-peak` tools/hgmma_peak.py, `wg-ladder` tools/wg_ladder.py, `coop-cluster`
+# tools/coop_cluster_probe.py (issue 11). Extensions build into build/torch_extensions, so a later
 # stage (make check after kernel-dev, say) reuses what an earlier one built.
 # Example: tools/gpu_session.sh wgmma-probe:240 kernel-dev:300 make-check:120 make-check:60 make-test:420
 set -uo pipefail
@@ -54,6 +55,7 @@ for spec in "$@"; do
     wgmma-probe) run_stage wgmma-probe "$limit" python3 tools/wgmma_probe.py ;;
     hgmma-peak) run_stage hgmma-peak "$limit" python3 tools/hgmma_peak.py ;;
     wg-ladder) run_stage wg-ladder "$limit" python3 tools/wg_ladder.py ;;
+    coop-cluster) run_stage coop-cluster "$limit" python3 tools/coop_cluster_probe.py ;;
     wg-dev)   run_stage wg-smoke 90 python3 -c "import torch, solution; m = solution.ModelNew(784, 256, 32).cuda(); \
                 x = torch.rand(300, 784, device='cuda'); m(x, 128); torch.cuda.synchronize(); print('wg kernel ran')"
               run_stage wg-dev "$limit" python3 tools/kernel_dev.py --variants prof,wg_base,wg_group4_2,wg_no_mma_load ;;
@@ -65,6 +67,6 @@ done
 tar czf "$OUT/results.tgz" results 2>/dev/null
 cat "$OUT/env.log"
 [ -f "$OUT/cases.jsonl" ] && python3 tools/verdict_table.py "$OUT/cases.jsonl" > "$OUT/cases.md"
-for s in wgmma-probe hgmma-peak wg-ladder kernel-dev wg-dev ncu-wg; do [ -f "$OUT/$s.log" ] && { echo "=== $s (tail)"; tail -22 "$OUT/$s.log"; }; done
+for s in wgmma-probe hgmma-peak wg-ladder coop-cluster kernel-dev wg-dev ncu-wg; do [ -f "$OUT/$s.log" ] && { echo "=== $s (tail)"; tail -22 "$OUT/$s.log"; }; done
 for log in "$OUT"/*.log; do grep -E "^[0-9]+ (passed|failed)|^(FAILED|ERROR) " "$log" | sed "s|^|$(basename "$log"): |"; done
 echo "=== summary"; printf '%s\n' "${SUMMARY[@]}"
