@@ -1,7 +1,8 @@
 """Side-by-side GPU time of solution.py variants, in one process, rounds interleaved.
 
 Each variant is NAME=SOURCE[|FLAGS]: SOURCE is a solution file or @REV (solution.py at a git revision,
-written under build/ab/), FLAGS extra nvcc flags (the dev switches in tools/kernel_dev.py VARIANTS).
+written to build/ab/REV/solution.py), FLAGS extra nvcc flags (the dev switches in tools/kernel_dev.py
+VARIANTS). The GPU machine gets no .git: write the revisions here first (--save) and carry build/ab.
 Every variant is built as its own extension (in parallel, one process each), checked in its own
 process (max |diff| to eager and error / eager's error against float64; a variant that crashes or
 hangs is reported and left out), then timed: CUDA-graph replay of 20 calls per sample, the variants
@@ -9,6 +10,8 @@ alternating within each of `--rounds` rounds, the median printed. Run on the GPU
 repository root, e.g.
 
     python3 tools/ab_variants.py main=@main new=solution.py "noload=solution.py|-DVAE_WG_NO_LOAD"
+
+(here, before that device call: python3 tools/ab_variants.py --save main=@main; carry build/ab)
 """
 import argparse
 import hashlib
@@ -32,16 +35,25 @@ def parse_spec(spec: str):
 
 
 def source_path(source: str) -> str:
-    """A solution file for SOURCE: the path itself, or solution.py at git revision REV for '@REV'."""
+    """A solution file for SOURCE: the path itself, or for '@REV' solution.py at git revision REV, written
+    to build/ab/REV/solution.py (where there is no git, as on the GPU machine, the copy written before)."""
     if not source.startswith("@"):
         if not os.path.isfile(source):
             raise ValueError(f"no such solution file: {source}")
         return source
     rev = source[1:]
-    text = subprocess.run(["git", "-C", REPO, "show", f"{rev}:solution.py"], capture_output=True, text=True)
-    if text.returncode != 0:
-        raise ValueError(f"git show {rev}:solution.py failed: {text.stderr.strip()}")
-    out = os.path.join(REPO, "build", "ab", hashlib.sha1(text.stdout.encode()).hexdigest()[:12], "solution.py")
+    if not rev or not all(ch.isalnum() or ch in "-_.~^" for ch in rev):
+        raise ValueError(f"revision {rev!r}: letters, digits and - _ . ~ ^ only")
+    out = os.path.join(REPO, "build", "ab", rev.replace("~", "_t").replace("^", "_c"), "solution.py")
+    try:
+        text = subprocess.run(["git", "-C", REPO, "show", f"{rev}:solution.py"], capture_output=True, text=True)
+    except FileNotFoundError:
+        text = None
+    if text is None or text.returncode != 0:
+        if os.path.isfile(out) and not os.path.isdir(os.path.join(REPO, ".git")):
+            return out   # saved where git was, carried here
+        why = text.stderr.strip() if text is not None else "no git on this machine"
+        raise ValueError(f"git show {rev}:solution.py failed: {why} (no saved copy: run --save {source} where git is)")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
         f.write(text.stdout)
@@ -109,12 +121,17 @@ def main():
     ap.add_argument("--sizes", default="4096,16384,65536", help="batch sizes to time (comma list)")
     ap.add_argument("--rows", type=int, default=128, help="rows_per_tile passed to forward (0: automatic)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--save", action="store_true", help="only write the @REV sources under build/ab (no GPU needed)")
     ap.add_argument("--build", action="store_true", help=argparse.SUPPRESS)   # one variant, in a child
     ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)   # one variant, in a child
     args = ap.parse_args()
     sys.path.insert(0, REPO)
     sys.path.insert(0, os.path.join(REPO, "tools"))
     specs = [parse_spec(s) for s in args.variants]
+    if args.save:
+        for name, source, _ in specs:
+            print(f"{name}: {source_path(source)}")
+        return
     if args.build or args.check:
         name, source, flags = specs[0]
         module = load(name, source_path(source), flags)
