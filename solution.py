@@ -119,6 +119,7 @@ enum Bar { BAR_X, BAR_W2, BAR_HID, BAR_Z, BAR_OUT };   // mbarriers, each comple
 // ---------------------------------------------------------------------------
 // Helpers: bulk copy (TMA 1-D) with mbarrier completion, cluster barrier halves
 // ---------------------------------------------------------------------------
+// >>> mbarrier helpers (tools/tf32_mma.py reads this block for the probes)
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -145,6 +146,13 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 __device__ __forceinline__ void mbar_expect(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem_u32(bar)), "r"(bytes) : "memory");
 }
+__device__ __forceinline__ void mbar_init_count(uint64_t* bar, int count) {   // mbar_init for `count` arrivals
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem_u32(bar)) : "memory");
+}
+// <<< mbarrier helpers
 // Wait for a phase whose bytes other blocks of the cluster wrote (st.async): acquire at cluster scope.
 __device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
   uint32_t done = 0;
@@ -341,12 +349,16 @@ __device__ __forceinline__ NoiseDraw noise_source(const Noise& n) {
 }
 #endif
 
-// torch's binary_cross_entropy term for one pixel (logs clamped at -100 before use)
+// torch's binary_cross_entropy term from log p and log(1 - p): both clamped at -100 before use
+__device__ __forceinline__ float bce_from_logs(float lp, float l1p, float xv) {
+  lp = fmaxf(lp, -100.f);
+  l1p = fmaxf(l1p, -100.f);
+  return __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
+}
+// torch's binary_cross_entropy term for one pixel
 __device__ __forceinline__ float bce_term(float logit, float xv) {
   const float p = 1.0f / (1.0f + expf(-logit));        // torch's sigmoid
-  const float lp = fmaxf(logf(p), -100.f);
-  const float l1p = fmaxf(log1pf(-p), -100.f);
-  return __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
+  return bce_from_logs(logf(p), log1pf(-p), xv);
 }
 
 __device__ __forceinline__ float exp2f_approx(float v) {
@@ -373,9 +385,7 @@ __device__ __forceinline__ float bce_term_sp(float logit, float xv) {
   float lp = -(fmaxf(-logit, 0.f) + s), l1p = -(fmaxf(logit, 0.f) + s);
   if (logit >= 16.6355324f) l1p = -100.f;                             // torch: p == 1
   if (logit <= -88.7228394f) lp = -100.f;                             // torch: exp overflows, p == 0
-  lp = fmaxf(lp, -100.f);
-  l1p = fmaxf(l1p, -100.f);
-  return __fsub_rn(__fmul_rn(xv - 1.f, l1p), __fmul_rn(xv, lp));
+  return bce_from_logs(lp, l1p, xv);
 }
 
 // Last layer of the cluster kernel on the tensor cores, one warp: partial logits of rows [0, R) x
@@ -1104,12 +1114,6 @@ template <int N> __device__ __forceinline__ void keep(float (&c)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(c[i]) :: "memory");
 }
-__device__ __forceinline__ void mbar_init_count(uint64_t* bar, int count) {   // mbar_init for `count` arrivals
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_u32(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem_u32(bar)) : "memory");
-}
 __device__ __forceinline__ void keep(uint32_t (&a)[2][2][4]) {
 #pragma unroll
   for (int i = 0; i < 16; ++i) asm volatile("" : "+r"(a[i / 8][(i / 4) % 2][i % 4]) :: "memory");
@@ -1131,11 +1135,7 @@ constexpr int ROWB = BK * 4;              // bytes per weight row in a chunk
 #define VAE_WG_GROUP 1                    // chunks per fp32 promotion (one wgmma wait per group)
 #endif
 constexpr int GROUP = VAE_WG_GROUP;
-#ifndef VAE_WG_GROUP4
-#define VAE_WG_GROUP4 VAE_WG_GROUP        // ... in layer 4 (its error reaches recon and elbo only)
-#endif
-constexpr int GROUP4 = VAE_WG_GROUP4;
-static_assert(GROUP >= 1 && GROUP <= 4 && GROUP4 >= 1 && GROUP4 <= 4, "a group fits the stages");
+static_assert(GROUP >= 1 && GROUP <= 4, "a group fits the stages");
 #ifndef VAE_WG_CHAINS1
 #define VAE_WG_CHAINS1 2                  // independent accumulator chains per chunk, layer 1 (1, 2, 4)
 #endif
@@ -1340,15 +1340,15 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
     for (int i = 0; i < SUB; ++i) sum[h * SUB + i] += acc[h][i];
 }
 
-// A pass of PASS chunks from chunk c (advanced past them) into sum, GROUP chunks per fp32 promotion
-// (ws_chunk). a_at(st, kc, r): A row r's values (stage st, chunk kc of the pass) as split_frags takes
+// A pass of PASS chunks from chunk c (advanced past them) into sum, wg::GROUP chunks per fp32
+// promotion (ws_chunk). a_at(st, kc, r): A row r's values (stage st, chunk kc of the pass) as split_frags takes
 // them; wait_more(st) after each chunk's `full` wait (layer 1: x's own barrier).
-template <int NACC, int CHAINS, int PASS, int GROUP, class AAt, class Wait>
+template <int NACC, int CHAINS, int PASS, class AAt, class Wait>
 __device__ __forceinline__ void ws_run(uint32_t stg_s, uint64_t* full, uint64_t* empty, int& c, int r0, int q,
                                        int lane, AAt a_at, float (&sum)[NACC], Wait wait_more) {
 #pragma unroll
   for (int i = 0; i < NACC; ++i) sum[i] = 0.f;
-  constexpr int G = PASS >= GROUP ? GROUP : 1;
+  constexpr int G = PASS >= wg::GROUP ? wg::GROUP : 1;
 #pragma unroll 1
   for (int kc = 0; kc + G <= PASS; kc += G, c += G)
     ws_chunk<NACC, CHAINS, G>(stg_s, full, empty, c, r0, q, lane,
@@ -1486,7 +1486,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
     for (int p = 0; p < H / N1; ++p) {
       float sum[N1 / 2];
-      ws_run<N1 / 2, VAE_WG_CHAINS1, KC1, GROUP>(stg_s, full, empty, c, rw, q, lane, [&](int st, int, int r) {
+      ws_run<N1 / 2, VAE_WG_CHAINS1, KC1>(stg_s, full, empty, c, rw, q, lane, [&](int st, int, int r) {
         return *reinterpret_cast<const float4*>(sm + S::STG + st * S::STAGE + 2 * S::WB + r * ROWB + 16 * q);
       }, sum, [&](int st) {
         mbar_wait(&xfull[st], (xph >> st) & 1);   // the producers' x copies into stage st landed
@@ -1499,7 +1499,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     // ---- layer 2: mu | logvar = h [Wmu; Wlv]^T + b; z = mu + exp(logvar / 2) eps -> Z; KL per row
     {
       float sum[N2 / 2];
-      ws_run<N2 / 2, 2, KC2, GROUP>(stg_s, full, empty, c, rw, q, lane,
+      ws_run<N2 / 2, 2, KC2>(stg_s, full, empty, c, rw, q, lane,
           [&](int, int kc, int r) { return act_frag(act, kc, r, q); }, sum, [](int) {});
       float eps[N2 / 4];
       mbar_wait(nfull, it & 1);   // the producers drew this tile's noise
@@ -1521,7 +1521,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
     for (int p = 0; p < H / N3; ++p) {
       float sum[N3 / 2];
-      ws_run<N3 / 2, 2, KC3, GROUP>(stg_s, full, empty, c, rw, q, lane,
+      ws_run<N3 / 2, 2, KC3>(stg_s, full, empty, c, rw, q, lane,
           [&](int, int kc, int r) {
             const int k = kc * 16 + q;
             return make_float4(act[z_at(r, k)], act[z_at(r, k + 4)], act[z_at(r, k + 8)], act[z_at(r, k + 12)]);
@@ -1535,7 +1535,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
     for (int p = 0; p < D / N4; ++p) {
       float sum[N4 / 2];
-      ws_run<N4 / 2, VAE_WG_CHAINS4, KC4, GROUP4>(stg_s, full, empty, c, rw, q, lane,
+      ws_run<N4 / 2, VAE_WG_CHAINS4, KC4>(stg_s, full, empty, c, rw, q, lane,
           [&](int, int kc, int r) { return act_frag(act, kc, r, q); }, sum, [](int) {});
       float2 xv[N4 / 4];   // every x value of the pass first: one memory latency, not 28
 #pragma unroll
