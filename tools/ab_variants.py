@@ -14,7 +14,6 @@ repository root, e.g.
 (here, before that device call: python3 tools/ab_variants.py --save main=@main; carry build/ab)
 """
 import argparse
-import hashlib
 import importlib.util
 import os
 import statistics
@@ -85,23 +84,9 @@ def models(module):
 
 def check(module, rows: int) -> str:
     """Max |diff| to eager (elbo, recon, kl) and error / eager's error against float64, per B."""
-    import torch
-    sys.path.insert(0, os.path.join(REPO, "tests"))
-    from test_solution import _truth64
+    from kernel_dev import error_line
     ref, new = models(module)
-    parts = []
-    for B in CHECK_SIZES:
-        x = torch.rand(B, 784, device="cuda")
-        torch.manual_seed(1)
-        want = ref(x)
-        torch.manual_seed(1)
-        got = new(x, rows)
-        torch.manual_seed(1)
-        truth = _truth64(ref, x, module._ext.draw_noise(B, 32, 0))
-        ratio = [((g.double() - t).norm() / (w.double() - t).norm()).item() for g, w, t in zip(got, want, truth)]
-        parts.append(f"B={B} max|diff| " + " ".join(f"{(g - w).abs().max().item():.1e}" for g, w in zip(got, want))
-                     + ", err/eager " + " ".join(f"{r:.2f}" for r in ratio))
-    return "; ".join(parts)
+    return "; ".join(error_line(ref, new, module._ext, B, rows) for B in CHECK_SIZES)
 
 
 def child(args, spec: str, what: str, timeout_s: int):

@@ -11,7 +11,6 @@ Run on the GPU machine from the repository root: python3 tools/coop_cluster_prob
 """
 import os
 
-import torch
 from torch.utils.cpp_extension import load_inline
 
 CUDA = r"""

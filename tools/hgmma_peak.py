@@ -16,6 +16,8 @@ import os
 import torch
 from torch.utils.cpp_extension import load_inline
 
+from tf32_mma import HELPERS, MBAR_HELPERS
+
 # (name, N, chains, warpgroups, wait, SS, promote)
 VARIANTS = [
     ("RS n128 2wg wait1", 128, 1, 2, 1, False, False),
@@ -46,15 +48,17 @@ def _wgmma(n: int, ss: bool) -> str:
             f"               : {outs} : {a_in}, \"l\"(desc));\n}}\n")
 
 
-CUDA = r"""
-#include <cstdint>
-__device__ __forceinline__ uint32_t su32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-// K-major, 64-byte swizzle, 8-row groups 512 B apart; k-step j of a 16-wide chunk 32 B further on
+# The probes' prelude: solution.py's helpers (smem_u32, mbarriers, split, wg_fence / commit / wait) and
+# the descriptor of a K-major operand with the 64-byte swizzle (8-row groups 512 B apart; k-step j of a
+# 16-wide chunk 32 B further on), as solution.py's wg::b_desc.
+PRELUDE = "#include <cstdint>\n" + MBAR_HELPERS + HELPERS + r"""
 __device__ __forceinline__ uint64_t desc64(uint32_t base, int j) {
   const uint32_t s = base + 32 * j;
   return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(512 >> 4) << 32) | ((uint64_t)2 << 62);
 }
-""" + "".join(_wgmma(n, ss) for n in (64, 128, 256) for ss in (False, True)) + r"""
+"""
+
+CUDA = PRELUDE + "".join(_wgmma(n, ss) for n in (64, 128, 256) for ss in (False, True)) + r"""
 template <int N, int CHAINS, int WAIT, bool SS, bool PROMOTE>
 __global__ void __launch_bounds__(384, 1) peak(float* sink, int64_t* cycles, int iters) {
   __shared__ __align__(1024) float bsm[256 * 16];   // B: 256 rows x 64 B
@@ -68,11 +72,11 @@ __global__ void __launch_bounds__(384, 1) peak(float* sink, int64_t* cycles, int
   float acc[CHAINS][N / 2], sum[CHAINS][N / 2];
   for (int h = 0; h < CHAINS; ++h)
     for (int i = 0; i < N / 2; ++i) acc[h][i] = sum[h][i] = 0.f;
-  const uint32_t b0 = su32(bsm), a0 = su32(asm_[wgi]);
+  const uint32_t b0 = smem_u32(bsm), a0 = smem_u32(asm_[wgi]);
   __syncthreads();
   const long long t0 = clock64();
   for (int it = 0; it < iters; ++it) {
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    wg_fence();
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -82,8 +86,8 @@ __global__ void __launch_bounds__(384, 1) peak(float* sink, int64_t* cycles, int
           const uint64_t bd = desc64(b0 + h * N * 64, j);
           if constexpr (SS) mma_ss(acc[h], desc64(a0, j), bd); else mma(acc[h], a, bd);
         }
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(WAIT) : "memory");
+    wg_commit();
+    wg_wait<WAIT>();
     if constexpr (PROMOTE) {
 #pragma unroll
       for (int h = 0; h < CHAINS; ++h)
@@ -91,7 +95,7 @@ __global__ void __launch_bounds__(384, 1) peak(float* sink, int64_t* cycles, int
         for (int i = 0; i < N / 2; ++i) { asm volatile("" : "+f"(acc[h][i]) :: "memory"); sum[h][i] += acc[h][i]; }
     }
   }
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  wg_wait<0>();
   const long long t1 = clock64();
   float s = 0.f;
   for (int h = 0; h < CHAINS; ++h)

@@ -226,6 +226,24 @@ def start_variant_builds(names):
     return procs
 
 
+def error_line(ref, new, ext, B, rows):
+    """One forward of `new` (rows_per_tile `rows`) against eager `ref` on B random rows, the same noise:
+    max |diff| to eager and the error / eager's error against the float64 truth (elbo, recon, kl)."""
+    import torch
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    from test_solution import _truth64
+    x = torch.rand(B, 784, device="cuda")
+    torch.manual_seed(1)
+    want = ref(x)
+    torch.manual_seed(1)
+    got = new(x, rows)
+    torch.manual_seed(1)
+    truth = _truth64(ref, x, ext.draw_noise(B, 32, 0))
+    ratios = [((g.double() - t).norm() / (w.double() - t).norm()).item() for g, w, t in zip(got, want, truth)]
+    return (f"B={B} max|diff| " + " ".join(f"{(g - w).abs().max().item():.1e}" for g, w in zip(got, want))
+            + ", error / eager's vs float64 " + " ".join(f"{r:.2f}" for r in ratios))
+
+
 def variant_run(name):
     """In a subprocess built with VARIANTS[name]: GPU time (or phase clocks) at a few sizes, and for the
     tensor-core kernel's variants the max |diff| to eager and the error ratio to eager's against float64 at
@@ -239,18 +257,7 @@ def variant_run(name):
     new.load_state_dict(ref.state_dict())
     res = []
     if name.startswith("wg_"):
-        sys.path.insert(0, os.path.join(REPO, "tests"))
-        from test_solution import _truth64
-        x = torch.rand(4097, 784, device="cuda")
-        torch.manual_seed(1)
-        want = ref(x)
-        torch.manual_seed(1)
-        got = new(x, 128)
-        torch.manual_seed(1)
-        truth = _truth64(ref, x, solution._ext.draw_noise(4097, 32, 0))
-        ratios = [((g.double() - t).norm() / (w.double() - t).norm()).item() for g, w, t in zip(got, want, truth)]
-        res.append("B=4097 R=128 max|diff| " + " ".join(f"{(g - w).abs().max().item():.1e}" for g, w in zip(got, want))
-                   + ", error / eager's vs float64 " + " ".join(f"{r:.2f}" for r in ratios))
+        res.append("R=128 " + error_line(ref, new, solution._ext, 4097, 128))
     for B, R in ((128, 9), (128, 16), (1000, 16), (4096, 128), (16384, 128), (65536, 128)):
         x = torch.rand(B, 784, device="cuda")
         if name == "prof":   # the kernel prints per launch: no timing loop

@@ -1,18 +1,21 @@
-"""CUDA helpers the tensor-core probes share (tools/mma_probe.py, layer_probe.py, gemm_probe.py): the
-3xTF32 operand split and one mma.sync m16n8k8 TF32 with fp32 accumulation, read out of solution.py's
-CUDA source (the block between its `>>> tf32 helpers` and `<<< tf32 helpers` markers) without importing
-it, so the probes and the kernel run the same code.
+"""CUDA helpers the tensor-core probes share (tools/mma_probe.py, layer_probe.py, gemm_probe.py,
+wgmma_probe.py, hgmma_peak.py, wg_ladder.py): the 3xTF32 operand split, one mma.sync m16n8k8 TF32 with
+fp32 accumulation and the wgmma fence / commit / wait (HELPERS), and the mbarrier and bulk-copy helpers
+(MBAR_HELPERS), read out of solution.py's CUDA source (the blocks between its `>>> name` and `<<< name`
+markers) without importing it, so the probes and the kernel run the same code.
 """
 import os
 
 _SOLUTION = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "solution.py")
 
 
-def _helpers() -> str:
+def _block(name: str) -> str:
     with open(_SOLUTION) as f:
         text = f.read()
-    start, end = text.index("// >>> tf32 helpers"), text.index("// <<< tf32 helpers")
+    start, end = text.index(f"// >>> {name}"), text.index(f"// <<< {name}")
     return text[start:end]
 
 
-HELPERS = _helpers()
+HELPERS = _block("tf32 helpers")
+# smem_u32, mbar_init / mbar_init_count / mbar_arrive / mbar_expect / mbar_wait, mbar_fence_init, bulk_copy
+MBAR_HELPERS = _block("mbarrier helpers")

@@ -20,7 +20,7 @@ import os
 import torch
 from torch.utils.cpp_extension import load_inline
 
-from hgmma_peak import _wgmma
+from hgmma_peak import PRELUDE, _wgmma
 
 # (name, chains, LDSA, PIPE, COPY)
 RUNGS = [
@@ -36,37 +36,7 @@ N, NS, NSRC = 128, 4, 212          # columns per warpgroup, stages, distinct chu
 B_BYTES, A_BYTES = 2 * N * 64, 128 * 64
 STAGE = B_BYTES + A_BYTES
 
-CUDA = r"""
-#include <cstdint>
-__device__ __forceinline__ uint32_t su32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ uint64_t desc64(uint32_t base, int j) {   // K-major, 64-byte swizzle
-  const uint32_t s = base + 32 * j;
-  return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(512 >> 4) << 32) | ((uint64_t)2 << 62);
-}
-__device__ __forceinline__ void bar_init(uint64_t* b, int n) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(su32(b)), "r"(n) : "memory");
-}
-__device__ __forceinline__ void bar_arrive(uint64_t* b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(su32(b)) : "memory");
-}
-__device__ __forceinline__ void bar_expect(uint64_t* b, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(su32(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void bar_wait(uint64_t* b, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done)
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done) : "r"(su32(b)), "r"(parity) : "memory");
-}
-__device__ __forceinline__ void bulk(void* dst, const void* src, uint32_t bytes, uint64_t* b) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               :: "r"(su32(dst)), "l"(src), "r"(bytes), "r"(su32(b)) : "memory");
-}
-__device__ __forceinline__ void split(float v, uint32_t& big, uint32_t& small) {
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(v));
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(v - __uint_as_float(big)));
-}
-""" + "".join(_wgmma(n, False) for n in (64, 128)) + f"""
+CUDA = PRELUDE + "".join(_wgmma(n, False) for n in (64, 128)) + f"""
 constexpr int N = {N}, NS = {NS}, NSRC = {NSRC}, B_BYTES = {B_BYTES}, A_BYTES = {A_BYTES}, STAGE = {STAGE};
 """ + r"""
 template <int CHAINS, bool LDSA, bool PIPE, bool COPY>
@@ -79,21 +49,21 @@ __global__ void __launch_bounds__(288, 1) ladder(const uint8_t* wsrc, const uint
   for (int i = tid; i < NS * STAGE / 4; i += blockDim.x)   // TF32-valued data in every stage
     reinterpret_cast<uint32_t*>(sm)[i] = __float_as_uint((float)((i * 7) % 13) * 0.125f + 0.01f);
   if (tid == 0) {
-    for (int s = 0; s < NS; ++s) { bar_init(&full[s], 1); bar_init(&empty[s], 8); }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int s = 0; s < NS; ++s) { mbar_init_count(&full[s], 1); mbar_init_count(&empty[s], 8); }
+    mbar_fence_init();
   }
   __syncthreads();
   if (tid >= 256) {   // producer warp: thread 0 of it hands over / fills the stages
     if constexpr (PIPE) {
       for (int c = 0; tid == 256 && c < iters; ++c) {
         const int s = c % NS;
-        if (c >= NS) bar_wait(&empty[s], ((c / NS) - 1) & 1);
+        if (c >= NS) mbar_wait(&empty[s], ((c / NS) - 1) & 1);
         if constexpr (COPY) {
-          bar_expect(&full[s], B_BYTES + (LDSA ? A_BYTES : 0));
-          bulk(sm + s * STAGE, wsrc + (size_t)(c % NSRC) * B_BYTES, B_BYTES, &full[s]);
-          if constexpr (LDSA) bulk(sm + s * STAGE + B_BYTES, xsrc + (size_t)(c % NSRC) * A_BYTES, A_BYTES, &full[s]);
+          mbar_expect(&full[s], B_BYTES + (LDSA ? A_BYTES : 0));
+          bulk_copy(sm + s * STAGE, wsrc + (size_t)(c % NSRC) * B_BYTES, B_BYTES, &full[s]);
+          if constexpr (LDSA) bulk_copy(sm + s * STAGE + B_BYTES, xsrc + (size_t)(c % NSRC) * A_BYTES, A_BYTES, &full[s]);
         } else {
-          bar_arrive(&full[s]);
+          mbar_arrive(&full[s]);
         }
       }
     }
@@ -109,8 +79,8 @@ __global__ void __launch_bounds__(288, 1) ladder(const uint8_t* wsrc, const uint
   const long long t0 = clock64();
   for (int c = 0; c < iters; ++c) {
     const int s = PIPE ? c % NS : 0;
-    if constexpr (PIPE) bar_wait(&full[s], (c / NS) & 1);
-    const uint32_t big = su32(sm + s * STAGE), small = big + B_BYTES / 2;
+    if constexpr (PIPE) mbar_wait(&full[s], (c / NS) & 1);
+    const uint32_t big = smem_u32(sm + s * STAGE), small = big + B_BYTES / 2;
     if constexpr (LDSA) {
       float4 v0, v1;
       asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v0.x), "=f"(v0.y), "=f"(v0.z), "=f"(v0.w)
@@ -122,7 +92,7 @@ __global__ void __launch_bounds__(288, 1) ladder(const uint8_t* wsrc, const uint
       split(v0.z, a[0][1][0], a[1][1][0]); split(v1.z, a[0][1][1], a[1][1][1]);
       split(v0.w, a[0][1][2], a[1][1][2]); split(v1.w, a[0][1][3], a[1][1][3]);
     }
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    wg_fence();
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
 #pragma unroll
@@ -132,15 +102,15 @@ __global__ void __launch_bounds__(288, 1) ladder(const uint8_t* wsrc, const uint
 #pragma unroll
       for (int h = 0; h < CHAINS; ++h) mma(acc[h], a[0][j], desc64(big + h * SUB * 2 * 64, j));          // big * big
     }
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    wg_commit();
+    wg_wait<0>();
 #pragma unroll
     for (int h = 0; h < CHAINS; ++h)
 #pragma unroll
       for (int i = 0; i < SUB; ++i) { asm volatile("" : "+f"(acc[h][i]) :: "memory"); sum[h][i] += acc[h][i]; }
     if constexpr (PIPE) {
       __syncwarp();
-      if (lane == 0) bar_arrive(&empty[s]);
+      if (lane == 0) mbar_arrive(&empty[s]);
     }
   }
   const long long t1 = clock64();
