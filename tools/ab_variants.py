@@ -35,7 +35,7 @@ def parse_spec(spec: str):
 
 def source_path(source: str) -> str:
     """A solution file for SOURCE: the path itself, or for '@REV' solution.py at git revision REV, written
-    to build/ab/REV/solution.py (where there is no git, as on the GPU machine, the copy written before)."""
+    to build/ab/REV/solution.py (where git does not know REV, as on the GPU machine, the copy written before)."""
     if not source.startswith("@"):
         if not os.path.isfile(source):
             raise ValueError(f"no such solution file: {source}")
@@ -49,8 +49,9 @@ def source_path(source: str) -> str:
     except FileNotFoundError:
         text = None
     if text is None or text.returncode != 0:
-        if os.path.isfile(out) and not os.path.isdir(os.path.join(REPO, ".git")):
-            return out   # saved where git was, carried here
+        if os.path.isfile(out):   # saved where the branch was (the GPU machine's copy has main only)
+            print(f"{source}: git show failed, using the saved {os.path.relpath(out, REPO)}", file=sys.stderr)
+            return out
         why = text.stderr.strip() if text is not None else "no git on this machine"
         raise ValueError(f"git show {rev}:solution.py failed: {why} (no saved copy: run --save {source} where git is)")
     os.makedirs(os.path.dirname(out), exist_ok=True)
@@ -106,6 +107,7 @@ def main():
     ap.add_argument("--sizes", default="4096,16384,65536", help="batch sizes to time (comma list)")
     ap.add_argument("--rows", type=int, default=128, help="rows_per_tile passed to forward (0: automatic)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--no-eager", action="store_true", help="leave out the eager-in-a-CUDA-graph column")
     ap.add_argument("--save", action="store_true", help="only write the @REV sources under build/ab (no GPU needed)")
     ap.add_argument("--build", action="store_true", help=argparse.SUPPRESS)   # one variant, in a child
     ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)   # one variant, in a child
@@ -137,6 +139,9 @@ def main():
     import torch
     from kernel_dev import graph_us
     nets = [(name, models(module)[1]) for name, module in timed]
+    eager = models(timed[0][1])[0]
+    if not args.no_eager:   # the reference's kernels in one graph: the issue's yardstick, same process
+        nets.append(("eager graph", lambda x, rows: eager(x)))
     print(f"\nGPU us per forward (CUDA-graph replay of 20 calls, median of {args.rounds} interleaved rounds), "
           f"rows_per_tile {args.rows}")
     print(f"{'B':>7s} " + " ".join(f"{name:>12s}" for name, _ in nets))
@@ -146,7 +151,10 @@ def main():
         for _ in range(args.rounds):
             for name, net in nets:
                 samples[name].append(graph_us(lambda: net(x, args.rows)))
-        print(f"{B:7d} " + " ".join(f"{statistics.median(samples[name]):12.1f}" for name, _ in nets), flush=True)
+        med = {name: statistics.median(samples[name]) for name, _ in nets}
+        ratios = "" if args.no_eager else "   x eager graph: " + " ".join(
+            f"{name} {med['eager graph'] / med[name]:.2f}" for name, _ in nets[:-1])
+        print(f"{B:7d} " + " ".join(f"{med[name]:12.1f}" for name, _ in nets) + ratios, flush=True)
 
 
 if __name__ == "__main__":
