@@ -58,6 +58,7 @@ CUDA_SRC = r"""
 #include <cooperative_groups.h>
 #include <curand_kernel.h>
 #include <mutex>
+#include <type_traits>
 
 namespace cg = cooperative_groups;
 
@@ -171,6 +172,15 @@ __device__ __forceinline__ uint32_t cluster_addr(const void* p, int rank) {
 __device__ __forceinline__ void st_async(uint32_t addr, float v, uint32_t bar) {
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];"
                :: "r"(addr), "r"(__float_as_uint(v)), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void st_async(uint32_t addr, float2 v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];"
+               :: "r"(addr), "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(bar) : "memory");
+}
+// One arrival on mbarrier `bar` of block `rank` of the cluster, ordered after this thread's (and, after a
+// block barrier, its block's) earlier memory accesses.
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, int rank) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" :: "r"(cluster_addr(bar, rank)) : "memory");
 }
 __device__ __forceinline__ void st_async(uint32_t addr, float4 v, uint32_t bar) {
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
@@ -1090,6 +1100,15 @@ __device__ __forceinline__ void wgmma_tf32(float (&c)[28], const uint32_t (&a)[4
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 #endif
 }
+__device__ __forceinline__ void wgmma_tf32(float (&c)[24], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %29, 0; wgmma.mma_async.sync.aligned.m64n48k8.f32.tf32.tf32 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23"
+      "}, {%24, %25, %26, %27}, %28, p, 1, 1; }"
+      : C8(0), C8(8), C8(16)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
 __device__ __forceinline__ void wgmma_tf32(float (&c)[16], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("{ .reg .pred p; setp.ne.b32 p, %21, 0; wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 {"
@@ -1143,22 +1162,48 @@ static_assert(GROUP >= 1 && GROUP <= 4, "a group fits the stages");
 #define VAE_WG_CHAINS4 2                  // ... layer 4 (1, 2, 7)
 #endif
 constexpr int NS = 4;                     // stages
-constexpr int WROWS = 128;                // rows of the largest weight chunk
-constexpr int N1 = H / 2, N2 = 2 * L, N3 = 64, N4 = 112;   // columns per pass of layers 1-4
+constexpr int WROWS = 128;                // rows of the largest weight chunk (a pass's columns)
+constexpr int N2 = 2 * L, N3 = 64;        // columns per pass of layers 2 and 3
 constexpr int KC1 = D / BK, KC2 = H / BK, KC3 = L / BK, KC4 = H / BK;   // chunks per pass
-constexpr int C1 = (H / N1) * KC1, C2 = KC2, C3 = (H / N3) * KC3, C4 = (D / N4) * KC4;
-constexpr int TILE_CHUNKS = C1 + C2 + C3 + C4;   // 98 + 16 + 8 + 112, the same sequence every tile
-// The workspace: chunk after chunk, each its rows' big parts then their small parts (as in a stage)
-constexpr int WS1 = 0, WS2 = WS1 + C1 * N1 * 2 * ROWB, WS3 = WS2 + C2 * N2 * 2 * ROWB, WS4 = WS3 + C3 * N3 * 2 * ROWB;
-constexpr int WS_BYTES = WS4 + C4 * N4 * 2 * ROWB;
+// The workspace: per layer, K-chunk after K-chunk, each all of the layer's weight rows' big parts,
+// then their small parts; a pass of n rows from row n0 (n0 % 8 == 0, the swizzle's period) is two
+// contiguous bulk copies. Layer 2's rows: Wmu's 32, then Wlv's 32.
+struct Layer { int base, rows; };
+constexpr Layer WL1 = {0, H}, WL2 = {WL1.base + KC1 * H * 2 * ROWB, N2}, WL3 = {WL2.base + KC2 * N2 * 2 * ROWB, H},
+                WL4 = {WL3.base + KC3 * H * 2 * ROWB, D};
+constexpr int WS_BYTES = WL4.base + KC4 * D * 2 * ROWB;
 static_assert(D % BK == 0 && H % BK == 0 && L % BK == 0, "whole K-chunks");
-static_assert(H % N1 == 0 && H % N3 == 0 && D % N4 == 0 && N4 % 8 == 0 && N1 <= WROWS && N4 <= WROWS, "passes");
 static_assert(WROWS == PRODUCERS && (BM * 4) % PRODUCERS == 0, "a weight row per producer thread");
-// The noise: during layer 1 the producers draw the tile's eps (producer thread t: row t, one value
-// every NOISE_EVERY chunks) into the block's NOISE_BYTES after the workspace, layer 2 reads it. The
-// next tile's draws overwrite it only after layer 2 read it: the producers run at most NS chunks ahead.
-constexpr int NOISE_EVERY = 3, NOISE_BYTES = BM * L * 4;
-static_assert(BM == PRODUCERS && (L - 1) * NOISE_EVERY < C1 && C3 + C4 >= NS, "the noise schedule");
+constexpr int NOISE_BYTES = BM * L * 4;   // per block after the workspace: the tile's eps, [L][BM]
+
+// Each 128-row tile is split over a cluster of C blocks (C = 1, 2, 4) by columns: rank r computes
+// its share of layer 1's hidden units, of layer 3's and of layer 4's pixels for all 128 rows, and
+// pushes its h and d columns into every peer's ACT (st.async); layer 2 (64 columns, K = 256) runs
+// whole on every rank. Passes per tile of rank r, in order (n0: first column, n: columns):
+//   layer 1  P1 passes of N1: C = 1: 2 x 128; C = 2: 128 (units 128 r ..); C = 4: 64 (units 64 r ..)
+//   layer 2  1 pass of 64
+//   layer 3  P3 = 4 / C passes of 64, units 64 (P3 r + p) ..
+//   layer 4  C = 1: 7 x 112; else 784 / C pixels +-8 in passes of 96, rank 0's first one 112 wide
+//            (C = 2: 0-399 | 400-783; C = 4: 0-207 | 208-399 | 400-591 | 592-783)
+template <int C> struct Plan {
+  static_assert(C == 1 || C == 2 || C == 4, "clusters of 1, 2 or 4");
+  static constexpr int P1 = C == 1 ? 2 : 1, N1 = C == 4 ? 64 : 128, P3 = 4 / C, P4 = C == 1 ? 7 : 8 / C;
+  static constexpr int CHUNKS1 = P1 * KC1, CHUNKS = CHUNKS1 + KC2 + P3 * KC3 + P4 * KC4;
+  // The noise: during layer 1 the producers draw the tile's eps (producer thread t: row t, one value
+  // every NOISE_EVERY chunks), layer 2 reads it. The next tile's draws overwrite it only after layer 2
+  // read it: the producers run at most NS chunks ahead of the consumers.
+  static constexpr int NOISE_EVERY = C == 1 ? 3 : 1;
+  static_assert(BM == PRODUCERS && (L - 1) * NOISE_EVERY < CHUNKS1 && P3 * KC3 + P4 * KC4 >= NS, "the noise schedule");
+  static_assert(P1 * N1 * C == H && P3 * N3 * C == H && N1 <= WROWS, "layers 1 and 3 covered");
+  static constexpr int XBYTES = (C - 1) * BM * (H / C) * 4;   // h (or d) bytes a rank receives per tile
+  __device__ static int n1(int rank, int p) { return (rank * P1 + p) * N1; }
+  __device__ static int n3(int rank, int p) { return (rank * P3 + p) * N3; }
+  __device__ static int w4(int rank, int p) { return C == 1 || (rank == 0 && p == 0) ? 112 : 96; }
+  __device__ static int n4(int rank, int p) {
+    return C == 1 ? 112 * p : rank == 0 ? (p == 0 ? 0 : 16 + 96 * p) : 16 + (D - 16) / C * rank + 96 * p;
+  }
+};
+static_assert(16 + (D - 16) / 2 + 4 * 96 == D && 16 + (D - 16) / 4 * 3 + 2 * 96 == D && 7 * 112 == D, "layer 4 covered");
 
 
 // Byte offset of 16-byte unit u (k = 4u..4u+3) of weight row n in a chunk: 64-byte rows, the
@@ -1185,19 +1230,9 @@ __device__ __forceinline__ int z_at(int r, int k) { return 192 * BM + r * L + (k
 // x's column perm(kappa) (the split writes We's chunks in that order).
 __device__ __forceinline__ int x_perm(int kappa) { return 4 * (kappa & 3) + 2 * (kappa >> 3) + ((kappa >> 2) & 1); }
 
-// The weight chunk `ci` (0 .. TILE_CHUNKS) of every tile: rows [n0, n0 + rows) x k [k0, k0 + 16) of a
-// row-major matrix with `ld` columns (layer 2: rows 0-31 of Wmu, then 32-63 of Wlv).
-struct Chunk { const float* w; const float* w2; int ld, rows, n0, k0, split_row, off; bool x, perm; };   // off: in the workspace; perm: x_perm k order
-__device__ __forceinline__ Chunk chunk_at(int ci, const float* We, const float* Wmu, const float* Wlv,
-                                          const float* W1, const float* W2) {
-  if (ci < C1) return {We, We, D, N1, (ci / KC1) * N1, (ci % KC1) * BK, N1, WS1 + ci * N1 * 2 * ROWB, true, true};
-  ci -= C1;
-  if (ci < C2) return {Wmu, Wlv, H, N2, 0, ci * BK, L, WS2 + ci * N2 * 2 * ROWB, false, true};
-  ci -= C2;
-  if (ci < C3) return {W1, W1, L, N3, (ci / KC3) * N3, (ci % KC3) * BK, N3, WS3 + ci * N3 * 2 * ROWB, false, false};
-  ci -= C3;
-  return {W2, W2, H, N4, (ci / KC4) * N4, (ci % KC4) * BK, N4, WS4 + ci * N4 * 2 * ROWB, false, true};
-}
+// Workspace offset of chunk kc (k = 16 kc ..) of a layer's rows n0 .. (big parts; the small ones
+// follow the layer's `rows` rows later).
+__device__ __forceinline__ int ws_at(Layer l, int kc, int n0) { return l.base + (kc * l.rows * 2 + n0) * ROWB; }
 }  // namespace wg
 
 struct WgSmem {   // bytes
@@ -1205,40 +1240,48 @@ struct WgSmem {   // bytes
   static constexpr int WB = wg::WROWS * wg::ROWB;            // stage: W big | W small | x (layer 1)
   static constexpr int STAGE = 2 * WB + wg::BM * wg::ROWB;   // + x
   static constexpr int STG = ACT + wg::BM * H * 4;
-  static constexpr int BARS = STG + wg::NS * STAGE;          // full[NS], empty[NS], xfull[NS], nfull
-  static constexpr int BYTES = BARS + (3 * wg::NS + 1) * 8 + 1024;   // + alignment slack
+  static constexpr int RED = STG + wg::NS * STAGE;          // rank 0 of a cluster: the peers' recon sums [3][BM]
+  static constexpr int BARS = RED + 3 * wg::BM * 4;          // full[NS], empty[NS], xfull[NS], nfull, then
+  static constexpr int NBARS = 3 * wg::NS + 1 + 5;           // the cluster's hfull, dfull, rfull, hfree, dfree
+  static constexpr int BYTES = BARS + NBARS * 8 + 1024;      // + alignment slack
   static_assert(STG % 1024 == 0 && STAGE % 1024 == 0 && WB % 1024 == 0, "stages 1024-byte aligned (swizzle)");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
 };
 
-// Every call, before any tile: the weights split into big + small TF32, chunk by chunk in the
-// stage layout (64-byte swizzled rows, small WB bytes after big), one weight row per thread of the
-// grid; the producers then move each chunk with two bulk copies.
+// Every call, before any tile: the weights split into big + small TF32 in the workspace's layout
+// (64-byte swizzled rows, as in a stage), one weight row of one K-chunk per thread of the grid; the
+// producers then move each pass's chunk with two bulk copies.
 __device__ __forceinline__ void ws_split_weights(uint8_t* __restrict__ ws, const float* We, const float* Wmu,
                                                  const float* Wlv, const float* W1, const float* W2) {
-  for (int u = blockIdx.x * blockDim.x + threadIdx.x; u < wg::TILE_CHUNKS * wg::WROWS; u += gridDim.x * blockDim.x) {
-    const int ci = u / wg::WROWS, n = u % wg::WROWS;
-    const wg::Chunk ch = wg::chunk_at(ci, We, Wmu, Wlv, W1, W2);
-    if (n >= ch.rows) continue;
-    const float* src = (n < ch.split_row ? ch.w + (size_t)(ch.n0 + n) * ch.ld : ch.w2 + (size_t)(n - ch.split_row) * ch.ld) + ch.k0;
-    uint8_t* dst = ws + ch.off;
+  using namespace wg;
+  constexpr int U1 = KC1 * H, U2 = U1 + KC2 * N2, U3 = U2 + KC3 * H, U4 = U3 + KC4 * D;
+  for (int u = blockIdx.x * blockDim.x + threadIdx.x; u < U4; u += gridDim.x * blockDim.x) {
+    Layer l;
+    const float* src;   // row n's 16 values of chunk kc
+    int kc, n;
+    bool perm = true;   // layers 1, 2 and 4 take A in x's k order (x_perm)
+    if (u < U1) { l = WL1; kc = u / H; n = u % H; src = We + (size_t)n * D; }
+    else if (u < U2) { l = WL2; kc = (u - U1) / N2; n = (u - U1) % N2; src = n < L ? Wmu + n * H : Wlv + (n - L) * H; }
+    else if (u < U3) { l = WL3; kc = (u - U2) / H; n = (u - U2) % H; src = W1 + n * L; perm = false; }
+    else { l = WL4; kc = (u - U3) / D; n = (u - U3) % D; src = W2 + (size_t)n * H; }
+    src += kc * wg::BK;
+    uint8_t* dst = ws + ws_at(l, kc, 0);
     float w[16];
 #pragma unroll
     for (int k = 0; k < 4; ++k) *reinterpret_cast<float4*>(w + 4 * k) = __ldg(reinterpret_cast<const float4*>(src) + k);
-    if (ch.perm) {   // layers 1, 2 and 4: x's k order (x_perm)
+    if (perm) {
       float t[16];
 #pragma unroll
-      for (int k = 0; k < 16; ++k) t[k] = w[wg::x_perm(k)];
+      for (int k = 0; k < 16; ++k) t[k] = w[x_perm(k)];
 #pragma unroll
       for (int k = 0; k < 16; ++k) w[k] = t[k];
     }
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const float4 v = make_float4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
       uint32_t b0, b1, b2, b3, s0, s1, s2, s3;
-      split(v.x, b0, s0); split(v.y, b1, s1); split(v.z, b2, s2); split(v.w, b3, s3);
-      *reinterpret_cast<uint4*>(dst + wg::b_unit(n, k)) = make_uint4(b0, b1, b2, b3);
-      *reinterpret_cast<uint4*>(dst + ch.rows * wg::ROWB + wg::b_unit(n, k)) = make_uint4(s0, s1, s2, s3);
+      split(w[4 * k], b0, s0); split(w[4 * k + 1], b1, s1); split(w[4 * k + 2], b2, s2); split(w[4 * k + 3], b3, s3);
+      *reinterpret_cast<uint4*>(dst + b_unit(n, k)) = make_uint4(b0, b1, b2, b3);
+      *reinterpret_cast<uint4*>(dst + l.rows * ROWB + b_unit(n, k)) = make_uint4(s0, s1, s2, s3);
     }
   }
 }
@@ -1363,26 +1406,37 @@ __device__ __forceinline__ void ws_run(uint32_t stg_s, uint64_t* full, uint64_t*
 // 64, column 8 (i >> 2) + 2 q + (i & 1).
 __device__ __forceinline__ int acc_row(int i) { return ((i >> 1) & 1) * 8; }
 __device__ __forceinline__ int acc_col(int i, int q) { return 8 * (i >> 2) + 2 * q + (i & 1); }
-// relu(sum + bias) of an m64nN tile's accumulator layout into ACT columns col0 + [0, N).
-template <int NACC>
+// relu(sum + bias) of an m64nN tile's accumulator layout into ACT columns col0 + [0, N); in a cluster
+// (C > 1) also into every peer's ACT, the bytes counted on the peer's mbarrier `bar`.
+template <int C = 1, int NACC>
 __device__ __forceinline__ void store_relu(float* act, const float (&sum)[NACC], const float* __restrict__ bias,
-                                           int col0, int rw, int q) {
+                                           int col0, int rw, int q, int rank = 0, uint64_t* bar = nullptr) {
+  uint32_t peer_bar[C > 1 ? C - 1 : 1];
+#pragma unroll
+  for (int j = 1; j < C; ++j) peer_bar[j - 1] = cluster_addr(bar, (rank + j) % C);
 #pragma unroll
   for (int i = 0; i < NACC; i += 2) {
     const int r = rw + acc_row(i), k = col0 + acc_col(i, q);
     const float2 b = __ldg(reinterpret_cast<const float2*>(bias + k));
+    const float2 v = make_float2(fmaxf(sum[i] + b.x, 0.f), fmaxf(sum[i + 1] + b.y, 0.f));
     // one 8-byte store (written as a float2, the compiler split it in two once act was known to be shared)
-    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(smem_u32(act + wg::act_at(r, k))),
-                 "f"(fmaxf(sum[i] + b.x, 0.f)), "f"(fmaxf(sum[i + 1] + b.y, 0.f)) : "memory");
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(smem_u32(act + wg::act_at(r, k))), "f"(v.x), "f"(v.y) : "memory");
+#pragma unroll
+    for (int j = 1; j < C; ++j) st_async(cluster_addr(act + wg::act_at(r, k), (rank + j) % C), v, peer_bar[j - 1]);
   }
 }
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" :: "n"(wg::CONSUMERS) : "memory"); }
 
-// Persistent, launched cooperatively: every block first splits its share of the weights into the
-// workspace `ws` (big + small TF32 in the stages' layout), then, after a grid sync, takes tiles b,
-// b + grid, ... of 128 rows. Warps 8-11 stream each chunk into one of NS stages (the weights by two
+// Persistent, launched cooperatively in clusters of C blocks (C = 1: no cluster): every block first
+// splits its share of the weights into the workspace `ws` (big + small TF32 in the stages' layout),
+// then, after a grid sync, the blocks of cluster k take tiles k, k + clusters, ... of 128 rows, rank r
+// the columns Plan<C> gives it. Warps 8-11 stream each chunk into one of NS stages (the weights by two
 // bulk copies on the stage's `full` mbarrier, layer 1's x by cp.async on `xfull`) and draw the tile's
-// noise (`nfull`); warps 0-7 run the layers and free each stage (`empty`).
+// noise (`nfull`); warps 0-7 run the layers and free each stage (`empty`). In a cluster the ranks push
+// h and d into each other's ACT (counted on `hfull` / `dfull`), the peers' recon sums into rank 0's RED
+// (`rfull`), and each tells its peers when their pushes may start (`hfree`: the last tile's ACT reads
+// are done; `dfree`: this tile's h and z reads are done).
+template <int C>
 __global__ void __launch_bounds__(wg::THREADS, 1)
 vae_elbo_kernel_wg(const float* __restrict__ x,
                    const float* __restrict__ We, const float* __restrict__ be,
@@ -1394,19 +1448,28 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
                    ) {
   using S = WgSmem;
   using namespace wg;
+  using P = Plan<C>;
   extern __shared__ uint8_t smem_raw[];
   // 1024-byte aligned (the swizzled stages) as an offset into smem_raw, so the compiler still knows
   // every access is to shared memory (LDS / STS; a pointer rebuilt from an integer gave generic LD / ST)
   uint8_t* sm = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   const uint32_t stg_s = smem_u32(sm + S::STG);
   float* act = reinterpret_cast<float*>(sm + S::ACT);
+  float* red = reinterpret_cast<float*>(sm + S::RED);
   uint64_t* full = reinterpret_cast<uint64_t*>(sm + S::BARS);
   uint64_t* empty = full + NS;
   uint64_t* xfull = empty + NS;   // layer 1: x's cp.async, one arrival per producer thread
   uint64_t* nfull = xfull + NS;   // the tile's noise drawn, one arrival per producer thread
+  uint64_t* hfull = nfull + 1;    // cluster: the peers' h columns landed (bytes; one local arrival)
+  uint64_t* dfull = hfull + 1;    // ... their d columns
+  uint64_t* rfull = dfull + 1;    // ... their recon sums (rank 0)
+  uint64_t* hfree = rfull + 1;    // ... every peer finished the last tile (one arrival each)
+  uint64_t* dfree = hfree + 1;    // ... every peer read this tile's h and z
   float* eps_buf = reinterpret_cast<float*>(ws + WS_BYTES + (size_t)blockIdx.x * NOISE_BYTES);   // [L][BM]
   const int tid = threadIdx.x, lane = tid & 31, q = lane & 3;
   const int tiles = (B + BM - 1) / BM;
+  const int rank = C == 1 ? 0 : (int)cg::this_cluster().block_rank();
+  const int cluster = blockIdx.x / C, clusters = gridDim.x / C;
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if (tid == 0) __trap();   // built without sm_90a: no wgmma
 #endif
@@ -1417,11 +1480,15 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       mbar_init_count(&empty[s], CONSUMERS / 32);
     }
     mbar_init_count(nfull, PRODUCERS);
-    mbar_fence_init();   // the inits visible to the async proxy (bulk copies' byte counts)
+    mbar_init(hfull); mbar_init(dfull); mbar_init(rfull);
+    mbar_init_count(hfree, C > 1 ? C - 1 : 1);
+    mbar_init_count(dfree, C > 1 ? C - 1 : 1);
+    mbar_fence_init();   // the inits visible to the async proxy (bulk copies' byte counts) and the cluster
   }
   ws_split_weights(ws, We, Wmu, Wlv, W1, W2);
   asm volatile("fence.proxy.async.global;" ::: "memory");   // generic writes -> other blocks' bulk copies
   cg::this_grid().sync();
+  if constexpr (C > 1) cg::this_cluster().sync();   // the peers' mbarriers initialized before any remote arrival
 
   if (tid >= CONSUMERS) {   // ---- producer warps
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1431,39 +1498,54 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     if (pt == 0) asm volatile("fence.proxy.async.global;" ::: "memory");
     const NoiseDraw draw = noise_source(noise);
     int c = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    for (int t = cluster; t < tiles; t += clusters) {
       const int row0 = t * BM;
-#pragma unroll 1
-      for (int ci = 0; ci < TILE_CHUNKS; ++ci, ++c) {
+      int ci = 0;   // chunk of the tile
+      // chunk kc of a pass over rows n0 .. n0 + n - 1 of layer l into the next stage
+      auto chunk = [&](Layer l, int n0, int n, int kc, bool with_x) {
         if (c >= NS) mbar_wait(&empty[c % NS], (c / NS - 1) & 1);
-        const Chunk ch = chunk_at(ci, We, Wmu, Wlv, W1, W2);
         uint8_t* st = sm + S::STG + (c % NS) * S::STAGE;
 #ifdef VAE_WG_NO_LOAD   // dev: no copies (wrong results)
         if (pt == 0) mbar_arrive(&full[c % NS]);
-        if (ch.x) mbar_arrive(&xfull[c % NS]);
+        if (with_x) mbar_arrive(&xfull[c % NS]);
 #else
-        if (pt == 0) {   // the weights: big rows, small rows; the stage's bytes (+ x's) on `full`
-          const uint8_t* src = ws + ch.off;
-          mbar_expect(&full[c % NS], 2 * ch.rows * ROWB);
-          bulk_copy(st, src, ch.rows * ROWB, &full[c % NS]);
-          bulk_copy(st + S::WB, src + ch.rows * ROWB, ch.rows * ROWB, &full[c % NS]);
+        if (pt == 0) {   // the weights: big rows, small rows; the stage's bytes on `full`
+          const uint8_t* src = ws + ws_at(l, kc, n0);
+          mbar_expect(&full[c % NS], 2 * n * ROWB);
+          bulk_copy(st, src, n * ROWB, &full[c % NS]);
+          bulk_copy(st + S::WB, src + l.rows * ROWB, n * ROWB, &full[c % NS]);
         }
-        if (ch.x) {   // layer 1: x row pt of the chunk (rows past B read as 0); its landing arrives on xfull
+        if (with_x) {   // layer 1: x row pt of the chunk (rows past B read as 0); its landing arrives on xfull
           const int row = row0 + pt;
           const bool ok = row < B;
           const uint32_t xs = smem_u32(st + 2 * S::WB + pt * ROWB);
 #pragma unroll
-          for (int u = 0; u < 4; ++u) cp_async16(xs + 16 * u, x + (ok ? (size_t)row * D + ch.k0 + 4 * u : 0), ok);
+          for (int u = 0; u < 4; ++u) cp_async16(xs + 16 * u, x + (ok ? (size_t)row * D + kc * wg::BK + 4 * u : 0), ok);
           asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(smem_u32(&xfull[c % NS])) : "memory");
         }
 #endif
-        if (ci < NOISE_EVERY * L && ci % NOISE_EVERY == 0) {   // eps of row pt, column j (0 past B)
-          const int j = ci / NOISE_EVERY, row = row0 + pt;
+        if (ci < P::NOISE_EVERY * L && ci % P::NOISE_EVERY == 0) {   // eps of row pt, column j (0 past B)
+          const int j = ci / P::NOISE_EVERY, row = row0 + pt;
           const float e = row < B ? draw((uint64_t)row * L + j) : 0.f;
           asm volatile("st.global.f32 [%0], %1;" :: "l"(eps_buf + j * BM + pt), "f"(e) : "memory");
           if (j == L - 1) mbar_arrive(nfull);   // release: layer 2's loads after its wait see the values
         }
-      }
+        ++c, ++ci;
+      };
+#pragma unroll 1
+      for (int p = 0; p < P::P1; ++p)
+#pragma unroll 1
+        for (int kc = 0; kc < KC1; ++kc) chunk(WL1, P::n1(rank, p), P::N1, kc, true);
+#pragma unroll 1
+      for (int kc = 0; kc < KC2; ++kc) chunk(WL2, 0, N2, kc, false);
+#pragma unroll 1
+      for (int p = 0; p < P::P3; ++p)
+#pragma unroll 1
+        for (int kc = 0; kc < KC3; ++kc) chunk(WL3, P::n3(rank, p), N3, kc, false);
+#pragma unroll 1
+      for (int p = 0; p < P::P4; ++p)
+#pragma unroll 1
+        for (int kc = 0; kc < KC4; ++kc) chunk(WL4, P::n4(rank, p), P::w4(rank, p), kc, false);
     }
     return;
   }
@@ -1475,26 +1557,33 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   const int rw = 64 * (tid / 128) + 16 * ((tid / 32) % 4) + (lane >> 2);   // rows rw, rw + 8 of the tile
   int c = 0;
   uint32_t xph = 0;   // bit s: the phase parity of xfull[s] to wait for
-  for (int t = blockIdx.x, it = 0; t < tiles; t += gridDim.x, ++it) {
+  for (int t = cluster, it = 0; t < tiles; t += clusters, ++it) {
     const int row0 = t * BM;
     float kl[2] = {0.f, 0.f}, recon[2] = {0.f, 0.f};   // partial sums of rows rw, rw + 8
+    if (C > 1 && tid == 0) {   // this tile's bytes from the peers
+      mbar_expect(hfull, P::XBYTES);
+      mbar_expect(dfull, P::XBYTES);
+      if (rank == 0) mbar_expect(rfull, (C - 1) * BM * 4);
+    }
 #ifdef VAE_PROFILE
     long long prof[6];
 #endif
     PROF(0);
-    // ---- layer 1: h = relu(x We^T + be) -> ACT, 2 passes of 128 units (x streamed twice)
+    // ---- layer 1: h = relu(x We^T + be) -> ACT (and the peers'), P1 passes of N1 units
 #pragma unroll 1
-    for (int p = 0; p < H / N1; ++p) {
-      float sum[N1 / 2];
-      ws_run<N1 / 2, VAE_WG_CHAINS1, KC1>(stg_s, full, empty, c, rw, q, lane, [&](int st, int, int r) {
+    for (int p = 0; p < P::P1; ++p) {
+      float sum[P::N1 / 2];
+      ws_run<P::N1 / 2, VAE_WG_CHAINS1, KC1>(stg_s, full, empty, c, rw, q, lane, [&](int st, int, int r) {
         return *reinterpret_cast<const float4*>(sm + S::STG + st * S::STAGE + 2 * S::WB + r * ROWB + 16 * q);
       }, sum, [&](int st) {
         mbar_wait(&xfull[st], (xph >> st) & 1);   // the producers' x copies into stage st landed
         xph ^= 1u << st;
       });
-      store_relu(act, sum, be, p * N1, rw, q);
+      if (C > 1 && it > 0) mbar_wait_cluster(hfree, (it - 1) & 1);   // the peers are done with the last tile
+      store_relu<C>(act, sum, be, P::n1(rank, p), rw, q, rank, hfull);
     }
     consumers_sync();
+    if (C > 1) mbar_wait_cluster(hfull, it & 1);   // the peers' h columns landed
     PROF(1);
     // ---- layer 2: mu | logvar = h [Wmu; Wlv]^T + b; z = mu + exp(logvar / 2) eps -> Z; KL per row
     {
@@ -1517,38 +1606,54 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     }
     consumers_sync();
     PROF(2);
-    // ---- layer 3: d = relu(z W1^T + b1) -> ACT, 4 passes of 64 units
-#pragma unroll 1
-    for (int p = 0; p < H / N3; ++p) {
-      float sum[N3 / 2];
+    // ---- layer 3: d = relu(z W1^T + b1) -> ACT (and the peers'), P3 passes of 64 units
+    auto layer3 = [&](float (&sum)[N3 / 2]) {
       ws_run<N3 / 2, 2, KC3>(stg_s, full, empty, c, rw, q, lane,
           [&](int, int kc, int r) {
             const int k = kc * 16 + q;
             return make_float4(act[z_at(r, k)], act[z_at(r, k + 4)], act[z_at(r, k + 8)], act[z_at(r, k + 12)]);
           }, sum, [](int) {});
-      if (p == H / N3 - 1) consumers_sync();   // every warp's z reads are done: the last quarter of d overwrites Z
-      store_relu(act, sum, b1, p * N3, rw, q);
+    };
+    if constexpr (C == 1) {
+#pragma unroll 1
+      for (int p = 0; p < P::P3; ++p) {
+        float sum[N3 / 2];
+        layer3(sum);
+        if (p == P::P3 - 1) consumers_sync();   // every warp's z reads are done: the last quarter of d overwrites Z
+        store_relu(act, sum, b1, p * N3, rw, q);
+      }
+    } else {   // d overwrites the peers' h and Z: first every rank's layer 2 and 3 reads
+      float sum[P::P3][N3 / 2];
+#pragma unroll
+      for (int p = 0; p < P::P3; ++p) layer3(sum[p]);
+      consumers_sync();
+      if (tid == 0)
+        for (int j = 1; j < C; ++j) mbar_arrive_cluster(dfree, (rank + j) % C);
+      mbar_wait_cluster(dfree, it & 1);
+#pragma unroll
+      for (int p = 0; p < P::P3; ++p) store_relu<C>(act, sum[p], b1, P::n3(rank, p), rw, q, rank, dfull);
+      mbar_wait_cluster(dfull, it & 1);
     }
     consumers_sync();
     PROF(3);
-    // ---- layer 4: logits = d W2^T + b2, 7 passes of 112 pixels; BCE against x, row sums
-#pragma unroll 1
-    for (int p = 0; p < D / N4; ++p) {
+    // ---- layer 4: logits = d W2^T + b2 over this rank's pixels, P4 passes; BCE against x, row sums
+    auto layer4 = [&](auto width, int n0) {
+      constexpr int N4 = decltype(width)::value;
       float sum[N4 / 2];
       ws_run<N4 / 2, VAE_WG_CHAINS4, KC4>(stg_s, full, empty, c, rw, q, lane,
           [&](int, int kc, int r) { return act_frag(act, kc, r, q); }, sum, [](int) {});
       float2 xv[N4 / 4];   // every x value of the pass first: one memory latency, not 28
 #pragma unroll
       for (int i = 0; i < N4 / 2; i += 2) {
-        const int row = row0 + rw + acc_row(i), px = p * N4 + acc_col(i, q);
+        const int row = row0 + rw + acc_row(i), px = n0 + acc_col(i, q);
         xv[i / 2] = row < B ? __ldg(reinterpret_cast<const float2*>(x + (size_t)row * D + px)) : make_float2(0.f, 0.f);
       }
 #pragma unroll
       for (int i = 0; i < N4 / 2; i += 2) {
-        const int px = p * N4 + acc_col(i, q), row = row0 + rw + acc_row(i);
+        const int px = n0 + acc_col(i, q), row = row0 + rw + acc_row(i);
 #ifdef VAE_WG_CHEAP_EPI   // dev: the epilogue's cost (wrong results)
         recon[(i >> 1) & 1] += sum[i] + sum[i + 1] + xv[i / 2].x;
-        (void)row;
+        (void)row; (void)px;
 #else
         const float2 bias = __ldg(reinterpret_cast<const float2*>(b2 + px));
 #ifndef VAE_WG_LIBM_BCE   // dev: torch's formula on libm (the other kernels' bce_term)
@@ -1560,14 +1665,20 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #endif
 #endif
       }
+    };
+#pragma unroll 1
+    for (int p = 0; p < P::P4; ++p) {
+      if constexpr (C == 1) layer4(std::integral_constant<int, 112>(), P::n4(rank, p));
+      else if (P::w4(rank, p) == 112) layer4(std::integral_constant<int, 112>(), P::n4(rank, p));
+      else layer4(std::integral_constant<int, 96>(), P::n4(rank, p));
     }
     PROF(4);
 #ifdef VAE_PROFILE
-    if (tid == 0 && t == (int)blockIdx.x && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1))
-      printf("prof wg B=%d block %d: layer1 %lld layer2 %lld layer3 %lld layer4 %lld cycles\n", B, (int)blockIdx.x,
+    if (tid == 0 && t == cluster && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1))
+      printf("prof wg C=%d B=%d block %d: layer1 %lld layer2 %lld layer3 %lld layer4 %lld cycles\n", C, B, (int)blockIdx.x,
              prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3]);
 #endif
-    // ---- row sums over the 4 lanes that share a row (fixed butterfly), outputs
+    // ---- row sums over the 4 lanes that share a row (fixed butterfly), the peers' into rank 0, outputs
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
 #pragma unroll
@@ -1575,15 +1686,30 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         recon[h] += __shfl_xor_sync(0xffffffffu, recon[h], o);
         kl[h] += __shfl_xor_sync(0xffffffffu, kl[h], o);
       }
-      const int row = row0 + rw + 8 * h;
-      if (q == 0 && row < B) {
-        const float k = -0.5f * kl[h];
-        out[row] = -(recon[h] + k);
-        out[(size_t)B + row] = recon[h];
-        out[2 * (size_t)B + row] = k;
+    }
+    if (C > 1 && rank > 0) {
+      if (q == 0)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          st_async(cluster_addr(red + (rank - 1) * BM + rw + 8 * h, 0), recon[h], cluster_addr(rfull, 0));
+    } else {
+      if (C > 1) mbar_wait_cluster(rfull, it & 1);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + rw + 8 * h;
+#pragma unroll
+        for (int j = 1; j < C; ++j) recon[h] += red[(j - 1) * BM + rw + 8 * h];   // rank order: fixed
+        if (q == 0 && row < B) {
+          const float k = -0.5f * kl[h];
+          out[row] = -(recon[h] + k);
+          out[(size_t)B + row] = recon[h];
+          out[2 * (size_t)B + row] = k;
+        }
       }
     }
     consumers_sync();   // the next tile's layer 1 writes ACT, which layer 4 read
+    if (C > 1 && tid == 0 && t + clusters < tiles)   // the peers may push the next tile's h (not after the last:
+      for (int j = 1; j < C; ++j) mbar_arrive_cluster(hfree, (rank + j) % C);   // they may have exited)
   }
 }
 
@@ -1655,9 +1781,10 @@ static Params check_inputs(const at::Tensor& x, const at::Tensor& We, const at::
   check_param(W2, "decoder[2].weight", D, H, dev);
   check_param(b2, "decoder[2].bias", D, -1, dev);
   TORCH_CHECK(rows_per_tile == 0 || rows_per_tile == 8 || rows_per_tile == 9 || rows_per_tile == 16 ||
-              rows_per_tile == 32 || rows_per_tile == 64 || rows_per_tile == 128,
+              rows_per_tile == 32 || rows_per_tile == 64 || rows_per_tile == 128 || rows_per_tile == 129 ||
+              rows_per_tile == 130 || rows_per_tile == 132,
               "vae_forward: rows_per_tile must be 0 (auto), 8, 9 or 16 (cluster kernel), 32 or 64 (block-tile kernel), "
-              "128 (tensor-core kernel)");
+              "128 (tensor-core kernel, clusters of 1, 2 or 4 blocks by B) or 128 + C (clusters of C = 1, 2 or 4)");
   return {{We.data_ptr<float>(), be.data_ptr<float>(), Wmu.data_ptr<float>(), bmu.data_ptr<float>(),
            Wlv.data_ptr<float>(), blv.data_ptr<float>(), W1.data_ptr<float>(), b1.data_ptr<float>(),
            W2.data_ptr<float>(), b2.data_ptr<float>()}};
@@ -1713,6 +1840,60 @@ static int max_clusters(c10::DeviceIndex dev) {
 constexpr int64_t TILE32_MIN_B = 2304;
 constexpr int64_t WG_MIN_B = 8192;
 
+// The tensor-core kernel in clusters of C blocks: its shared-memory limit, set once per device, and
+// how many clusters fit at once (one block per SM), asked once per device.
+template <int C> static int wg_max_clusters(c10::DeviceIndex dev) {
+  static int cached[64];
+  if (!cached[dev]) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(vae_elbo_kernel_wg<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)WgSmem::BYTES));
+    int n = at::cuda::getDeviceProperties(dev)->multiProcessorCount;
+    if (C > 1) {
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3(C * 256);
+      cfg.blockDim = dim3(wg::THREADS);
+      cfg.dynamicSmemBytes = WgSmem::BYTES;
+      cudaLaunchAttribute attr;
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = C;
+      attr.val.clusterDim.y = 1;
+      attr.val.clusterDim.z = 1;
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, vae_elbo_kernel_wg<C>, &cfg));
+    }
+    cached[dev] = n > 0 ? n : 1;
+  }
+  return cached[dev];
+}
+
+// Persistent and cooperative (a grid sync after the weight split), in clusters of C: at most one
+// block per SM; cluster k takes tiles k, k + clusters, ... of 128 rows. The split weights and each
+// block's noise go to a workspace.
+template <int C>
+static void launch_wg(const float* xp, const Params& w, float* op, int B, const Noise& noise,
+                      const at::Tensor& x, cudaStream_t stream, c10::DeviceIndex dv) {
+  const int tiles = (B + wg::BM - 1) / wg::BM;
+  const int grid = std::min(tiles, wg_max_clusters<C>(dv)) * C;
+  at::Tensor ws = at::empty({(int64_t)wg::WS_BYTES + (int64_t)grid * wg::NOISE_BYTES}, x.options().dtype(at::kByte));
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(wg::THREADS);
+  cfg.dynamicSmemBytes = WgSmem::BYTES;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = C;
+  attr[1].val.clusterDim.y = 1;
+  attr[1].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = C > 1 ? 2 : 1;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, vae_elbo_kernel_wg<C>, xp, w.p[0], w.p[1], w.p[2], w.p[3], w.p[4],
+                                    w.p[5], w.p[6], w.p[7], w.p[8], w.p[9], op, B, noise, ws.data_ptr<uint8_t>()));
+}
+
 
 // One forward into out (3, B): picks the kernel by B (or rows_per_tile) and launches it on the
 // current stream. x is contiguous and 16-byte aligned, B >= 1, the caller holds a device guard.
@@ -1729,7 +1910,7 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
   const float* xp = x.data_ptr<float>();
   float* op = out.data_ptr<float>();
   const int Bi = (int)B;
-  static bool conf8[64], conf9[64], conf16[64], conf32[64], conf64[64], conf128[64];
+  static bool conf8[64], conf9[64], conf16[64], conf32[64], conf64[64];
   switch (R) {
     case 8:  launch(vae_elbo_kernel<8>, Smem<8>::BYTES, (int)((B + 7) / 8) * CLUSTER, THREADS, conf8,
                     xp, w, op, Bi, noise, stream, dv); break;
@@ -1741,24 +1922,13 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
                     xp, w, op, Bi, noise, stream, dv); break;
     case 64: launch(vae_elbo_kernel_tile<64>, TileSmem<64>::BYTES, (int)((B + 63) / 64), TT, conf64,
                     xp, w, op, Bi, noise, stream, dv); break;
-    default: {   // persistent and cooperative (a grid sync after the weight split): at most one block
-      // per SM, each taking every grid-th tile of 128 rows; the split weights go to a workspace
-      const int sms = at::cuda::getDeviceProperties(dv)->multiProcessorCount;
-      const int grid = (int)std::min<int64_t>((B + wg::BM - 1) / wg::BM, sms);
-      at::Tensor ws = at::empty({(int64_t)wg::WS_BYTES + (int64_t)grid * wg::NOISE_BYTES}, x.options().dtype(at::kByte));
-      uint8_t* wsp = ws.data_ptr<uint8_t>();
-      if (!conf128[dv]) {
-        C10_CUDA_CHECK(cudaFuncSetAttribute(vae_elbo_kernel_wg, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            (int)WgSmem::BYTES));
-        conf128[dv] = true;
-      }
-      Noise nz = noise;
-      void* args[] = {(void*)&xp, (void*)&w.p[0], (void*)&w.p[1], (void*)&w.p[2], (void*)&w.p[3], (void*)&w.p[4],
-                      (void*)&w.p[5], (void*)&w.p[6], (void*)&w.p[7], (void*)&w.p[8], (void*)&w.p[9],
-                      (void*)&op, (void*)&Bi, (void*)&nz, (void*)&wsp
-                      };
-      C10_CUDA_CHECK(cudaLaunchCooperativeKernel((const void*)vae_elbo_kernel_wg, dim3(grid), dim3(wg::THREADS), args,
-                                                 (size_t)WgSmem::BYTES, stream));
+    default: {   // the tensor-core kernel: 128 + C forces clusters of C, 128 the largest C whose
+      // clusters all fit at once (B = 4096: 32 tiles x 4 blocks, B = 8192: 64 x 2, then 1)
+      const int64_t tiles = (B + wg::BM - 1) / wg::BM;
+      const int64_t C = R > 128 ? R - 128 : tiles <= wg_max_clusters<4>(dv) ? 4 : tiles <= wg_max_clusters<2>(dv) ? 2 : 1;
+      if (C == 4) launch_wg<4>(xp, w, op, Bi, noise, x, stream, dv);
+      else if (C == 2) launch_wg<2>(xp, w, op, Bi, noise, x, stream, dv);
+      else launch_wg<1>(xp, w, op, Bi, noise, x, stream, dv);
       break;
     }
   }
@@ -1841,7 +2011,7 @@ def _build():
         extra = os.environ.get("VAE_EXTRA_CUDA_FLAGS", "").split()   # dev variants, see tools/kernel_dev.py
         suffix = "_" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8] if extra else ""
         return load_inline(
-            name="vae_elbo_fused_v8" + suffix,
+            name="vae_elbo_fused_v9" + suffix,
             cpp_sources=CPP_DECL,
             cuda_sources=CUDA_SRC,
             functions=["vae_forward", "draw_noise"],

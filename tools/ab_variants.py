@@ -83,16 +83,23 @@ def models(module):
     return ref, new
 
 
-def check(module, rows: int) -> str:
-    """Max |diff| to eager (elbo, recon, kl) and error / eager's error against float64, per B."""
+def check(module, rows: list) -> str:
+    """Max |diff| to eager (elbo, recon, kl) and error / eager's error against float64, per rows_per_tile
+    and B (a rows_per_tile the variant rejects is named so)."""
     from kernel_dev import error_line
     ref, new = models(module)
-    return "; ".join(error_line(ref, new, module._ext, B, rows) for B in CHECK_SIZES)
+    out = []
+    for r in rows:
+        try:
+            out.append(f"rows {r}: " + "; ".join(error_line(ref, new, module._ext, B, r) for B in CHECK_SIZES))
+        except RuntimeError as e:
+            out.append(f"rows {r}: rejected ({str(e).splitlines()[0][:80]})")
+    return " | ".join(out)
 
 
 def child(args, spec: str, what: str, timeout_s: int):
     """Run this tool on one variant in its own process; (ok, last line of its output)."""
-    cmd = [sys.executable, os.path.abspath(__file__), f"--{what}", "--rows", str(args.rows), spec]
+    cmd = [sys.executable, os.path.abspath(__file__), f"--{what}", "--rows", args.rows, spec]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
     except subprocess.TimeoutExpired:
@@ -105,7 +112,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("variants", nargs="+", help="NAME=SOURCE[|FLAGS]")
     ap.add_argument("--sizes", default="4096,16384,65536", help="batch sizes to time (comma list)")
-    ap.add_argument("--rows", type=int, default=128, help="rows_per_tile passed to forward (0: automatic)")
+    ap.add_argument("--rows", default="128", help="rows_per_tile passed to forward, comma list: a column per "
+                    "variant and value (0: automatic)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-eager", action="store_true", help="leave out the eager-in-a-CUDA-graph column")
     ap.add_argument("--save", action="store_true", help="only write the @REV sources under build/ab (no GPU needed)")
@@ -122,7 +130,7 @@ def main():
     if args.build or args.check:
         name, source, flags = specs[0]
         module = load(name, source_path(source), flags)
-        print(check(module, args.rows) if args.check else f"built {name}")
+        print(check(module, [int(r) for r in args.rows.split(",")]) if args.check else f"built {name}")
         return
     import concurrent.futures as cf
     with cf.ThreadPoolExecutor(len(specs)) as pool:   # nvcc runs in parallel, one process per variant
@@ -138,10 +146,20 @@ def main():
         sys.exit("no variant built and ran")
     import torch
     from kernel_dev import graph_us
-    nets = [(name, models(module)[1]) for name, module in timed]
+    rows = [int(r) for r in args.rows.split(",")]
+    x1 = torch.rand(1, 784, device="cuda")
+    nets = []   # (column, forward of x): each variant at each rows_per_tile it accepts
+    for name, module in timed:
+        net = models(module)[1]
+        for r in rows:
+            try:
+                net(x1, r)
+            except RuntimeError:
+                continue
+            nets.append((name if len(rows) == 1 else f"{name}/{r}", lambda x, net=net, r=r: net(x, r)))
     eager = models(timed[0][1])[0]
     if not args.no_eager:   # the reference's kernels in one graph: the issue's yardstick, same process
-        nets.append(("eager graph", lambda x, rows: eager(x)))
+        nets.append(("eager graph", lambda x: eager(x)))
     print(f"\nGPU us per forward (CUDA-graph replay of 20 calls, median of {args.rounds} interleaved rounds), "
           f"rows_per_tile {args.rows}")
     print(f"{'B':>7s} " + " ".join(f"{name:>12s}" for name, _ in nets))
@@ -150,7 +168,7 @@ def main():
         samples = {name: [] for name, _ in nets}
         for _ in range(args.rounds):
             for name, net in nets:
-                samples[name].append(graph_us(lambda: net(x, args.rows)))
+                samples[name].append(graph_us(lambda: net(x)))
         med = {name: statistics.median(samples[name]) for name, _ in nets}
         ratios = "" if args.no_eager else "   x eager graph: " + " ".join(
             f"{name} {med['eager graph'] / med[name]:.2f}" for name, _ in nets[:-1])
