@@ -18,16 +18,19 @@ Build and check: importing this file compiles CUDA_SRC with load_inline (about a
 
 The kernels in CUDA_SRC, one launch per forward, picked on the host by B
 (`forward(x, rows_per_tile)` forces one):
-- vae_elbo_kernel<R> (R = 8, 9, 16; B up to 2303): a cluster of 8 blocks owns R rows, each
+- vae_elbo_kernel<R> (R = 8, 9, 16; B up to 1279): a cluster of 8 blocks owns R rows, each
   block 1/8 of every layer's output units; slices travel between the blocks' shared memory
   by st.async on mbarriers. R = 8 or 9 while the batch fits one wave of clusters, else 16.
   Its last layer (h2 W2^T, the block's 98 pixels) runs on the tensor cores: mma.sync TF32,
   3xTF32 split (the helpers between the `tf32 helpers` markers); the other layers are FFMA.
-- vae_elbo_kernel_tile<BM> (BM = 32, 64; B from 2304): one block owns BM rows end to end, the
-  two big layers as register-tiled SGEMMs streamed through shared memory.
-- vae_elbo_kernel_wg (rows_per_tile 128; B from 8192): persistent and cooperative, one block per
-  SM. It first splits every weight into big + small TF32 in a workspace (3.4 MB, per call), grid
-  sync, then takes 128-row tiles: 4 producer warps stream 16-column weight chunks (bulk copies)
+- vae_elbo_kernel_tile<BM> (BM = 32, 64; by rows_per_tile only): one block owns BM rows end to end,
+  the two big layers as register-tiled SGEMMs streamed through shared memory.
+- vae_elbo_kernel_wg<C> (rows_per_tile 128, or 128 + C; B from 1280): persistent and cooperative,
+  one block per SM, in clusters of C = 4, 2 or 1 blocks (the largest whose clusters all run at once).
+  It first splits every weight into big + small TF32 in a workspace (3.4 MB, per call), grid
+  sync, then each cluster takes 128-row tiles, rank r its share of layer 1's hidden units and of the
+  pixels, layer 2 over its own hidden units (the partial sums exchanged by st.async), layer 3 whole.
+  Per block: 4 producer warps stream 16-column weight chunks (bulk copies)
   and x (cp.async) through 4 stages on mbarriers and draw the tile's noise during layer 1 (into
   16 KB of workspace per block); 2 consumer warpgroups run all four layers on
   warpgroup MMA (wgmma, 3xTF32, each chunk's product added into fp32 sums: the tensor core's own
@@ -1176,28 +1179,31 @@ static_assert(D % BK == 0 && H % BK == 0 && L % BK == 0, "whole K-chunks");
 static_assert(WROWS == PRODUCERS && (BM * 4) % PRODUCERS == 0, "a weight row per producer thread");
 constexpr int NOISE_BYTES = BM * L * 4;   // per block after the workspace: the tile's eps, [L][BM]
 
-// Each 128-row tile is split over a cluster of C blocks (C = 1, 2, 4) by columns: rank r computes
-// its share of layer 1's hidden units, of layer 3's and of layer 4's pixels for all 128 rows, and
-// pushes its h and d columns into every peer's ACT (st.async); layer 2 (64 columns, K = 256) runs
-// whole on every rank. Passes per tile of rank r, in order (n0: first column, n: columns):
+// Each 128-row tile is split over a cluster of C blocks (C = 1, 2, 4): rank r computes its share of
+// layer 1's hidden units and of layer 4's pixels for all 128 rows, layer 2 over its own hidden units
+// only (K-split: its partial mu | logvar sums go into every peer's ACT by st.async, and every rank adds
+// the C partials in rank order), layer 3 (K = 32, 8 small chunks) whole. Passes per tile of rank r,
+// in order (n0: first column, n: columns):
 //   layer 1  P1 passes of N1: C = 1: 2 x 128; C = 2: 128 (units 128 r ..); C = 4: 64 (units 64 r ..)
-//   layer 2  1 pass of 64
-//   layer 3  P3 = 4 / C passes of 64, units 64 (P3 r + p) ..
+//   layer 2  1 pass of 64 over K-chunks [KC2 / C r, KC2 / C (r + 1))
+//   layer 3  4 passes of 64
 //   layer 4  C = 1: 7 x 112; else 784 / C pixels +-8 in passes of 96, rank 0's first one 112 wide
 //            (C = 2: 0-399 | 400-783; C = 4: 0-207 | 208-399 | 400-591 | 592-783)
 template <int C> struct Plan {
   static_assert(C == 1 || C == 2 || C == 4, "clusters of 1, 2 or 4");
-  static constexpr int P1 = C == 1 ? 2 : 1, N1 = C == 4 ? 64 : 128, P3 = 4 / C, P4 = C == 1 ? 7 : 8 / C;
-  static constexpr int CHUNKS1 = P1 * KC1, CHUNKS = CHUNKS1 + KC2 + P3 * KC3 + P4 * KC4;
+  static constexpr int P1 = C == 1 ? 2 : 1, N1 = C == 4 ? 64 : 128, KC2R = KC2 / C, P3 = H / N3, P4 = C == 1 ? 7 : 8 / C;
+  static constexpr int CHUNKS1 = P1 * KC1, CHUNKS = CHUNKS1 + KC2R + P3 * KC3 + P4 * KC4;
   // The noise: during layer 1 the producers draw the tile's eps (producer thread t: row t, one value
   // every NOISE_EVERY chunks), layer 2 reads it. The next tile's draws overwrite it only after layer 2
   // read it: the producers run at most NS chunks ahead of the consumers.
   static constexpr int NOISE_EVERY = C == 1 ? 3 : 1;
   static_assert(BM == PRODUCERS && (L - 1) * NOISE_EVERY < CHUNKS1 && P3 * KC3 + P4 * KC4 >= NS, "the noise schedule");
-  static_assert(P1 * N1 * C == H && P3 * N3 * C == H && N1 <= WROWS, "layers 1 and 3 covered");
-  static constexpr int XBYTES = (C - 1) * BM * (H / C) * 4;   // h (or d) bytes a rank receives per tile
+  static_assert(P1 * N1 * C == H && KC2R * C == KC2 && N1 <= WROWS, "layers 1 and 2 covered");
+  static constexpr int XBYTES = (C - 1) * BM * N2 * 4;   // partial mu | logvar bytes a rank receives per tile
+  // h columns in ACT quarters (64 columns): rank r's own are quarters [4 / C r, 4 / C (r + 1)), so
+  // peer s's partial sums (64 columns) fit in quarter 4 / C s of every other rank's ACT
   __device__ static int n1(int rank, int p) { return (rank * P1 + p) * N1; }
-  __device__ static int n3(int rank, int p) { return (rank * P3 + p) * N3; }
+  __device__ static int part_col(int s) { return (4 / C) * s * 64; }
   __device__ static int w4(int rank, int p) { return C == 1 || (rank == 0 && p == 0) ? 112 : 96; }
   __device__ static int n4(int rank, int p) {
     return C == 1 ? 112 * p : rank == 0 ? (p == 0 ? 0 : 16 + 96 * p) : 16 + (D - 16) / C * rank + 96 * p;
@@ -1242,7 +1248,7 @@ struct WgSmem {   // bytes
   static constexpr int STG = ACT + wg::BM * H * 4;
   static constexpr int RED = STG + wg::NS * STAGE;          // rank 0 of a cluster: the peers' recon sums [3][BM]
   static constexpr int BARS = RED + 3 * wg::BM * 4;          // full[NS], empty[NS], xfull[NS], nfull, then
-  static constexpr int NBARS = 3 * wg::NS + 1 + 5;           // the cluster's hfull, dfull, rfull, hfree, dfree
+  static constexpr int NBARS = 3 * wg::NS + 1 + 3;           // the cluster's pfull, rfull, pfree
   static constexpr int BYTES = BARS + NBARS * 8 + 1024;      // + alignment slack
   static_assert(STG % 1024 == 0 && STAGE % 1024 == 0 && WB % 1024 == 0, "stages 1024-byte aligned (swizzle)");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
@@ -1406,23 +1412,17 @@ __device__ __forceinline__ void ws_run(uint32_t stg_s, uint64_t* full, uint64_t*
 // 64, column 8 (i >> 2) + 2 q + (i & 1).
 __device__ __forceinline__ int acc_row(int i) { return ((i >> 1) & 1) * 8; }
 __device__ __forceinline__ int acc_col(int i, int q) { return 8 * (i >> 2) + 2 * q + (i & 1); }
-// relu(sum + bias) of an m64nN tile's accumulator layout into ACT columns col0 + [0, N); in a cluster
-// (C > 1) also into every peer's ACT, the bytes counted on the peer's mbarrier `bar`.
-template <int C = 1, int NACC>
+// relu(sum + bias) of an m64nN tile's accumulator layout into ACT columns col0 + [0, N).
+template <int NACC>
 __device__ __forceinline__ void store_relu(float* act, const float (&sum)[NACC], const float* __restrict__ bias,
-                                           int col0, int rw, int q, int rank = 0, uint64_t* bar = nullptr) {
-  uint32_t peer_bar[C > 1 ? C - 1 : 1];
-#pragma unroll
-  for (int j = 1; j < C; ++j) peer_bar[j - 1] = cluster_addr(bar, (rank + j) % C);
+                                           int col0, int rw, int q) {
 #pragma unroll
   for (int i = 0; i < NACC; i += 2) {
     const int r = rw + acc_row(i), k = col0 + acc_col(i, q);
     const float2 b = __ldg(reinterpret_cast<const float2*>(bias + k));
-    const float2 v = make_float2(fmaxf(sum[i] + b.x, 0.f), fmaxf(sum[i + 1] + b.y, 0.f));
     // one 8-byte store (written as a float2, the compiler split it in two once act was known to be shared)
-    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(smem_u32(act + wg::act_at(r, k))), "f"(v.x), "f"(v.y) : "memory");
-#pragma unroll
-    for (int j = 1; j < C; ++j) st_async(cluster_addr(act + wg::act_at(r, k), (rank + j) % C), v, peer_bar[j - 1]);
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(smem_u32(act + wg::act_at(r, k))),
+                 "f"(fmaxf(sum[i] + b.x, 0.f)), "f"(fmaxf(sum[i + 1] + b.y, 0.f)) : "memory");
   }
 }
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" :: "n"(wg::CONSUMERS) : "memory"); }
@@ -1433,9 +1433,9 @@ __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;
 // the columns Plan<C> gives it. Warps 8-11 stream each chunk into one of NS stages (the weights by two
 // bulk copies on the stage's `full` mbarrier, layer 1's x by cp.async on `xfull`) and draw the tile's
 // noise (`nfull`); warps 0-7 run the layers and free each stage (`empty`). In a cluster the ranks push
-// h and d into each other's ACT (counted on `hfull` / `dfull`), the peers' recon sums into rank 0's RED
-// (`rfull`), and each tells its peers when their pushes may start (`hfree`: the last tile's ACT reads
-// are done; `dfree`: this tile's h and z reads are done).
+// their layer-2 partial sums into each other's ACT (counted on `pfull`), the peers' recon sums into
+// rank 0's RED (`rfull`), and each tells its peers when the next tile's pushes may start (`pfree`:
+// its ACT reads of the last tile are done).
 template <int C>
 __global__ void __launch_bounds__(wg::THREADS, 1)
 vae_elbo_kernel_wg(const float* __restrict__ x,
@@ -1460,11 +1460,9 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   uint64_t* empty = full + NS;
   uint64_t* xfull = empty + NS;   // layer 1: x's cp.async, one arrival per producer thread
   uint64_t* nfull = xfull + NS;   // the tile's noise drawn, one arrival per producer thread
-  uint64_t* hfull = nfull + 1;    // cluster: the peers' h columns landed (bytes; one local arrival)
-  uint64_t* dfull = hfull + 1;    // ... their d columns
-  uint64_t* rfull = dfull + 1;    // ... their recon sums (rank 0)
-  uint64_t* hfree = rfull + 1;    // ... every peer finished the last tile (one arrival each)
-  uint64_t* dfree = hfree + 1;    // ... every peer read this tile's h and z
+  uint64_t* pfull = nfull + 1;    // cluster: the peers' partial mu | logvar sums landed (bytes; one local arrival)
+  uint64_t* rfull = pfull + 1;    // ... their recon sums (rank 0)
+  uint64_t* pfree = rfull + 1;    // ... every peer finished the last tile (one arrival each)
   float* eps_buf = reinterpret_cast<float*>(ws + WS_BYTES + (size_t)blockIdx.x * NOISE_BYTES);   // [L][BM]
   const int tid = threadIdx.x, lane = tid & 31, q = lane & 3;
   const int tiles = (B + BM - 1) / BM;
@@ -1480,9 +1478,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       mbar_init_count(&empty[s], CONSUMERS / 32);
     }
     mbar_init_count(nfull, PRODUCERS);
-    mbar_init(hfull); mbar_init(dfull); mbar_init(rfull);
-    mbar_init_count(hfree, C > 1 ? C - 1 : 1);
-    mbar_init_count(dfree, C > 1 ? C - 1 : 1);
+    mbar_init(pfull); mbar_init(rfull);
+    mbar_init_count(pfree, C > 1 ? C - 1 : 1);
     mbar_fence_init();   // the inits visible to the async proxy (bulk copies' byte counts) and the cluster
   }
   ws_split_weights(ws, We, Wmu, Wlv, W1, W2);
@@ -1537,11 +1534,11 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
         for (int kc = 0; kc < KC1; ++kc) chunk(WL1, P::n1(rank, p), P::N1, kc, true);
 #pragma unroll 1
-      for (int kc = 0; kc < KC2; ++kc) chunk(WL2, 0, N2, kc, false);
+      for (int kc = 0; kc < P::KC2R; ++kc) chunk(WL2, 0, N2, rank * P::KC2R + kc, false);
 #pragma unroll 1
       for (int p = 0; p < P::P3; ++p)
 #pragma unroll 1
-        for (int kc = 0; kc < KC3; ++kc) chunk(WL3, P::n3(rank, p), N3, kc, false);
+        for (int kc = 0; kc < KC3; ++kc) chunk(WL3, p * N3, N3, kc, false);
 #pragma unroll 1
       for (int p = 0; p < P::P4; ++p)
 #pragma unroll 1
@@ -1561,15 +1558,14 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     const int row0 = t * BM;
     float kl[2] = {0.f, 0.f}, recon[2] = {0.f, 0.f};   // partial sums of rows rw, rw + 8
     if (C > 1 && tid == 0) {   // this tile's bytes from the peers
-      mbar_expect(hfull, P::XBYTES);
-      mbar_expect(dfull, P::XBYTES);
+      mbar_expect(pfull, P::XBYTES);
       if (rank == 0) mbar_expect(rfull, (C - 1) * BM * 4);
     }
 #ifdef VAE_PROFILE
     long long prof[6];
 #endif
     PROF(0);
-    // ---- layer 1: h = relu(x We^T + be) -> ACT (and the peers'), P1 passes of N1 units
+    // ---- layer 1: h = relu(x We^T + be) -> ACT (this rank's units), P1 passes of N1 units
 #pragma unroll 1
     for (int p = 0; p < P::P1; ++p) {
       float sum[P::N1 / 2];
@@ -1579,23 +1575,48 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         mbar_wait(&xfull[st], (xph >> st) & 1);   // the producers' x copies into stage st landed
         xph ^= 1u << st;
       });
-      if (C > 1 && it > 0) mbar_wait_cluster(hfree, (it - 1) & 1);   // the peers are done with the last tile
-      store_relu<C>(act, sum, be, P::n1(rank, p), rw, q, rank, hfull);
+      store_relu(act, sum, be, P::n1(rank, p), rw, q);
     }
     consumers_sync();
-    if (C > 1) mbar_wait_cluster(hfull, it & 1);   // the peers' h columns landed
     PROF(1);
     // ---- layer 2: mu | logvar = h [Wmu; Wlv]^T + b; z = mu + exp(logvar / 2) eps -> Z; KL per row
     {
       float sum[N2 / 2];
-      ws_run<N2 / 2, 2, KC2>(stg_s, full, empty, c, rw, q, lane,
-          [&](int, int kc, int r) { return act_frag(act, kc, r, q); }, sum, [](int) {});
+      ws_run<N2 / 2, 2, P::KC2R>(stg_s, full, empty, c, rw, q, lane,
+          [&](int, int kc, int r) { return act_frag(act, rank * P::KC2R + kc, r, q); }, sum, [](int) {});
+      if constexpr (C > 1) {   // partial sums over this rank's h -> the peers; theirs added in rank order
+        if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // the peers are done with the last tile
+        uint32_t peer_bar[C - 1];
+#pragma unroll
+        for (int j = 1; j < C; ++j) peer_bar[j - 1] = cluster_addr(pfull, (rank + j) % C);
+#pragma unroll
+        for (int i = 0; i < N2 / 2; i += 2) {
+          const float* at = act + act_at(rw + acc_row(i), P::part_col(rank) + acc_col(i, q));
+#pragma unroll
+          for (int j = 1; j < C; ++j)
+            st_async(cluster_addr(at, (rank + j) % C), make_float2(sum[i], sum[i + 1]), peer_bar[j - 1]);
+        }
+        mbar_wait_cluster(pfull, it & 1);
+#pragma unroll
+        for (int i = 0; i < N2 / 2; i += 2) {
+          float2 tot = make_float2(0.f, 0.f);
+#pragma unroll
+          for (int s = 0; s < C; ++s) {
+            float2 v = make_float2(sum[i], sum[i + 1]);
+            if (s != rank) v = *reinterpret_cast<const float2*>(act + act_at(rw + acc_row(i), P::part_col(s) + acc_col(i, q)));
+            tot.x += v.x;
+            tot.y += v.y;
+          }
+          sum[i] = tot.x;
+          sum[i + 1] = tot.y;
+        }
+      }
       float eps[N2 / 4];
       mbar_wait(nfull, it & 1);   // the producers drew this tile's noise
 #pragma unroll
       for (int i = 0; i < N2 / 4; ++i)
         asm volatile("ld.global.f32 %0, [%1];" : "=f"(eps[i]) : "l"(eps_buf + acc_col(i, q) * BM + rw + acc_row(i)) : "memory");
-      consumers_sync();   // every warp's h reads are done: Z overwrites h's last columns
+      consumers_sync();   // every warp's h (and partial) reads are done: Z overwrites h's last columns
 #pragma unroll
       for (int i = 0; i < N2 / 4; ++i) {   // entries i < 16: mu (columns < 32); i + 16: logvar, same j
         const int r = rw + acc_row(i), j = acc_col(i, q);
@@ -1606,33 +1627,17 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     }
     consumers_sync();
     PROF(2);
-    // ---- layer 3: d = relu(z W1^T + b1) -> ACT (and the peers'), P3 passes of 64 units
-    auto layer3 = [&](float (&sum)[N3 / 2]) {
+    // ---- layer 3: d = relu(z W1^T + b1) -> ACT, 4 passes of 64 units
+#pragma unroll 1
+    for (int p = 0; p < P::P3; ++p) {
+      float sum[N3 / 2];
       ws_run<N3 / 2, 2, KC3>(stg_s, full, empty, c, rw, q, lane,
           [&](int, int kc, int r) {
             const int k = kc * 16 + q;
             return make_float4(act[z_at(r, k)], act[z_at(r, k + 4)], act[z_at(r, k + 8)], act[z_at(r, k + 12)]);
           }, sum, [](int) {});
-    };
-    if constexpr (C == 1) {
-#pragma unroll 1
-      for (int p = 0; p < P::P3; ++p) {
-        float sum[N3 / 2];
-        layer3(sum);
-        if (p == P::P3 - 1) consumers_sync();   // every warp's z reads are done: the last quarter of d overwrites Z
-        store_relu(act, sum, b1, p * N3, rw, q);
-      }
-    } else {   // d overwrites the peers' h and Z: first every rank's layer 2 and 3 reads
-      float sum[P::P3][N3 / 2];
-#pragma unroll
-      for (int p = 0; p < P::P3; ++p) layer3(sum[p]);
-      consumers_sync();
-      if (tid == 0)
-        for (int j = 1; j < C; ++j) mbar_arrive_cluster(dfree, (rank + j) % C);
-      mbar_wait_cluster(dfree, it & 1);
-#pragma unroll
-      for (int p = 0; p < P::P3; ++p) store_relu<C>(act, sum[p], b1, P::n3(rank, p), rw, q, rank, dfull);
-      mbar_wait_cluster(dfull, it & 1);
+      if (p == P::P3 - 1) consumers_sync();   // every warp's z reads are done: the last quarter of d overwrites Z
+      store_relu(act, sum, b1, p * N3, rw, q);
     }
     consumers_sync();
     PROF(3);
@@ -1708,8 +1713,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       }
     }
     consumers_sync();   // the next tile's layer 1 writes ACT, which layer 4 read
-    if (C > 1 && tid == 0 && t + clusters < tiles)   // the peers may push the next tile's h (not after the last:
-      for (int j = 1; j < C; ++j) mbar_arrive_cluster(hfree, (rank + j) % C);   // they may have exited)
+    if (C > 1 && tid == 0 && t + clusters < tiles)   // the peers may push the next tile's partials (not after
+      for (int j = 1; j < C; ++j) mbar_arrive_cluster(pfree, (rank + j) % C);   // the last: they may have exited)
   }
 }
 
@@ -1828,17 +1833,14 @@ static int max_clusters(c10::DeviceIndex dev) {
   return cached[dev];
 }
 
-// Which kernel runs for B rows when the caller asks for none (rows_per_tile = 0), from v5's H200
-// run (GPU µs, CUDA-graph replay): the cluster kernel at R=8 while B fits one wave of clusters
-// (B=1: 11.7), R=9 while that does (B=128: 16.4; R=8 needs two waves there: 21.9), then R=16
-// (B=1024: 85, 2048: 152.5, 4096: 295); the tile kernel is flat until its blocks fill the SMs
-// (BM=32: 180 up to B=4096; BM=64: 280 up to 8448, 490 at 16384 vs 599 for BM=32). R=16 grows
-// ~0.07 µs/row past 2048, so it meets BM=32 near 2450 rows: BM=32 from 2304. The tensor-core
-// kernel (v8, 128-row tiles, one per SM) is flat at 211-230 µs up to B = 16896 (4096: 211, 16384:
-// 230; 65536: 936), ahead of BM=64 (280 at 8448) from 8192; BM=32 keeps 4096 (180). BM=64 is now
-// only asked for by name.
-constexpr int64_t TILE32_MIN_B = 2304;
-constexpr int64_t WG_MIN_B = 8192;
+// Which kernel runs for B rows when the caller asks for none (rows_per_tile = 0), from H200 runs (GPU
+// µs, CUDA-graph replay): the cluster kernel at R=8 while B fits one wave of clusters (B=1: 11.7), R=9
+// while that does (B=128: 16.4; R=8 needs two waves there: 21.9), then R=16 (B=1024: 81, 1536: 111,
+// 2048: 142); from 1280 rows the tensor-core kernel, its 128-row tiles split over clusters of 4 while
+// they fit one wave, then of 2, then whole (B=1024: 95, 1536: 92, 2048 / 2304: 90 / 88 in clusters of
+// 4; 4096 / 8192: 115 / 113 in clusters of 2; 16384: 190, 65536: 750). The block-tile kernel (BM=32:
+// 180 up to B=4096) is only asked for by name now, as is BM=64.
+constexpr int64_t WG_MIN_B = 1280;
 
 // The tensor-core kernel in clusters of C blocks: its shared-memory limit, set once per device, and
 // how many clusters fit at once (one block per SM), asked once per device.
@@ -1903,9 +1905,9 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
   const c10::DeviceIndex dv = x.device().index();
   cudaStream_t stream = at::cuda::getCurrentCUDAStream(dv);
   int64_t R = rows_per_tile;
-  if (R == 0) {   // the cluster kernel with the fewest rows per cluster that runs in one wave, else R=16
+  if (R == 0) {   // the cluster kernel with the fewest rows per cluster that runs in one wave, R=16, then 128
     const int64_t clusters = max_clusters(dv);
-    R = B <= 8 * clusters ? 8 : B <= 9 * clusters ? 9 : B < TILE32_MIN_B ? 16 : B < WG_MIN_B ? 32 : 128;
+    R = B <= 8 * clusters ? 8 : B <= 9 * clusters ? 9 : B < WG_MIN_B ? 16 : 128;
   }
   const float* xp = x.data_ptr<float>();
   float* op = out.data_ptr<float>();
