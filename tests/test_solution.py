@@ -5,11 +5,17 @@ gpu:   correctness against reference.Model (fp32 eager) and a float64 truth,
        noise bit-exactness with torch.randn_like, CUDA graphs, one launch per forward.
 Inputs are always random (never zeros or constants).
 """
+import importlib.util
+import os
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 import reference
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SIZES = (reference.input_dim, reference.hidden_dim, reference.latent_dim)   # (784, 256, 32)
 D, H, L = SIZES
@@ -19,8 +25,27 @@ ATOL = RTOL = 1e-4        # fp32 kernel vs fp32 eager
 
 
 def _solution():
-    import solution
-    return solution
+    """The repository's solution.py, imported by path: a test run earlier in the same process may have
+    left an exported solution.py's directory first on sys.path (harness.problem.load_module keeps the
+    directories it loads from), where a plain `import solution` found the eps-input export."""
+    path = os.path.join(REPO, "solution.py")
+    module = sys.modules.get("solution")
+    if module is None or os.path.abspath(getattr(module, "__file__", "") or "") != path:
+        spec = importlib.util.spec_from_file_location("solution", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["solution"] = module
+    return module
+
+
+@pytest.mark.build
+def test_the_repositorys_solution_even_when_another_comes_first_on_sys_path(tmp_path, monkeypatch):
+    # as after a harness load of an exported solution.py in the same process (make test's 35 failures
+    # of 2026-12-01: `import solution` found the eps-input export)
+    (tmp_path / "solution.py").write_text("raise AssertionError('the other solution.py was imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "solution", raising=False)
+    assert os.path.abspath(_solution().__file__) == os.path.join(REPO, "solution.py")
 
 
 def _models(device="cuda", seed=0):
