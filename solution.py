@@ -1309,6 +1309,30 @@ __device__ __forceinline__ float4 act_frag(const float* act, int kc, int r, int 
   return v;
 }
 
+// The 6 x CHAINS wgmma of one chunk (stage at smem address `big`): 3xTF32 over its 2 k-steps into the
+// chains' accumulators, which start from 0 when `fresh`.
+template <int CHAINS, int SUB>
+__device__ __forceinline__ void ws_mma(uint32_t big, const uint32_t (&a)[2][2][4], float (&acc)[CHAINS][SUB], bool fresh) {
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+#pragma unroll
+    for (int h = 0; h < CHAINS; ++h) {
+      const uint32_t b = big + h * (2 * SUB) * wg::ROWB;   // the chain's first weight row
+      wgmma_tf32(acc[h], a[1][j], wg::b_desc(b, j), !fresh || j > 0);   // small * big
+    }
+#pragma unroll
+    for (int h = 0; h < CHAINS; ++h) {
+      const uint32_t b = big + h * (2 * SUB) * wg::ROWB;
+      wgmma_tf32(acc[h], a[0][j], wg::b_desc(b + WgSmem::WB, j), 1);   // big * small
+    }
+#pragma unroll
+    for (int h = 0; h < CHAINS; ++h) {
+      const uint32_t b = big + h * (2 * SUB) * wg::ROWB;
+      wgmma_tf32(acc[h], a[0][j], wg::b_desc(b, j), 1);   // big * big
+    }
+  }
+}
+
 // Consumer warpgroup, one chunk c: wait until the producer filled its stage, 6 wgmma (3xTF32 over
 // 2 k-steps; A rows from a_at(st, g, r) as split_frags takes them, split in registers) into a fresh accumulator, wait for them, free
 // the stage, add the chunk into the fp32 sums (the tensor core's own accumulation keeps fewer bits
@@ -1350,27 +1374,7 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
     for (int i = 0; i < SUB; ++i) acc[h][i] = __uint_as_float(a[0][0][0][i & 3]);
 #else
 #pragma unroll
-  for (int g = 0; g < G; ++g) {
-    const uint32_t big = stg_s + ((c + g) % wg::NS) * WgSmem::STAGE;
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-#pragma unroll
-      for (int h = 0; h < CHAINS; ++h) {
-        const uint32_t b = big + h * (2 * SUB) * wg::ROWB;   // the chain's first weight row
-        wgmma_tf32(acc[h], a[g][1][j], wg::b_desc(b, j), g + j > 0);   // small * big (the group starts at 0)
-      }
-#pragma unroll
-      for (int h = 0; h < CHAINS; ++h) {
-        const uint32_t b = big + h * (2 * SUB) * wg::ROWB;
-        wgmma_tf32(acc[h], a[g][0][j], wg::b_desc(b + WgSmem::WB, j), 1);   // big * small
-      }
-#pragma unroll
-      for (int h = 0; h < CHAINS; ++h) {
-        const uint32_t b = big + h * (2 * SUB) * wg::ROWB;
-        wgmma_tf32(acc[h], a[g][0][j], wg::b_desc(b, j), 1);   // big * big
-      }
-    }
-  }
+  for (int g = 0; g < G; ++g) ws_mma(stg_s + ((c + g) % wg::NS) * WgSmem::STAGE, a[g], acc, g == 0);
 #endif
   wg_commit();
   wg_wait<0>();
@@ -1389,6 +1393,64 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
     for (int i = 0; i < SUB; ++i) sum[h * SUB + i] += acc[h][i];
 }
 
+// ws_run with one chunk's wgmma in flight while the next chunk's A fragments are loaded and split and
+// its wgmma issued (wait<1>, two accumulator sets): a warpgroup's tensor-core work of chunk kc overlaps
+// its own fragment work of chunk kc + 1 instead of only the other warpgroup's. Same products, same
+// order of the fp32 adds as ws_run, so the same results.
+template <int NACC, int CHAINS, int PASS, class AAt, class Wait>
+__device__ __forceinline__ void ws_run_pipe(uint32_t stg_s, uint64_t* full, uint64_t* empty, int& c, int r0,
+                                            int lane, AAt a_at, float (&sum)[NACC], Wait wait_more) {
+  constexpr int SUB = NACC / CHAINS;
+  float acc[2][CHAINS][SUB];
+  uint32_t a[2][2][2][4];
+  auto issue = [&](int kc, auto buf) {   // chunk c + kc: wait for its stage, split its A, issue its wgmma
+    constexpr int b = decltype(buf)::value;
+    const int st = (c + kc) % wg::NS;
+    mbar_wait(&full[st], ((c + kc) / wg::NS) & 1);
+    wait_more(st);
+    split_frags(a_at(st, kc, r0), a_at(st, kc, r0 + 8), a[b]);
+    wg_fence();
+    ws_mma(stg_s + st * WgSmem::STAGE, a[b], acc[b], true);
+    wg_commit();
+  };
+  auto retire = [&](int kc, auto buf) {   // chunk c + kc's wgmma done: free its stage, add its product
+    constexpr int b = decltype(buf)::value;
+#pragma unroll
+    for (int h = 0; h < CHAINS; ++h) keep(acc[b][h]);
+    keep(a[b]);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[(c + kc) % wg::NS]);
+#pragma unroll
+    for (int h = 0; h < CHAINS; ++h)
+#pragma unroll
+      for (int i = 0; i < SUB; ++i) sum[h * SUB + i] += acc[b][h][i];
+  };
+  const std::integral_constant<int, 0> b0;
+  const std::integral_constant<int, 1> b1;
+  issue(0, b0);   // even chunks in set 0, odd ones in set 1
+  int kc = 1;
+#pragma unroll 1
+  for (; kc + 1 < PASS; kc += 2) {
+    issue(kc, b1);
+    wg_wait<1>();
+    retire(kc - 1, b0);
+    issue(kc + 1, b0);
+    wg_wait<1>();
+    retire(kc, b1);
+  }
+  if (kc < PASS) {   // PASS even: chunk PASS - 1 (odd) is left
+    issue(kc, b1);
+    wg_wait<1>();
+    retire(kc - 1, b0);
+    wg_wait<0>();
+    retire(kc, b1);
+  } else {
+    wg_wait<0>();
+    retire(kc - 1, b0);
+  }
+  c += PASS;
+}
+
 // A pass of PASS chunks from chunk c (advanced past them) into sum, wg::GROUP chunks per fp32
 // promotion (ws_chunk). a_at(st, kc, r): A row r's values (stage st, chunk kc of the pass) as split_frags takes
 // them; wait_more(st) after each chunk's `full` wait (layer 1: x's own barrier).
@@ -1397,6 +1459,15 @@ __device__ __forceinline__ void ws_run(uint32_t stg_s, uint64_t* full, uint64_t*
                                        int lane, AAt a_at, float (&sum)[NACC], Wait wait_more) {
 #pragma unroll
   for (int i = 0; i < NACC; ++i) sum[i] = 0.f;
+#ifdef VAE_WG_PIPE   // dev: passes of up to VAE_WG_PIPE accumulators per thread and at least
+#ifndef VAE_WG_PIPE_MINPASS   // VAE_WG_PIPE_MINPASS chunks keep one chunk in flight
+#define VAE_WG_PIPE_MINPASS 2
+#endif
+  if constexpr (NACC <= VAE_WG_PIPE && PASS >= VAE_WG_PIPE_MINPASS && PASS >= 2) {
+    ws_run_pipe<NACC, CHAINS, PASS>(stg_s, full, empty, c, r0, lane, a_at, sum, wait_more);
+    return;
+  }
+#endif
   constexpr int G = PASS >= wg::GROUP ? wg::GROUP : 1;
 #pragma unroll 1
   for (int kc = 0; kc + G <= PASS; kc += G, c += G)
