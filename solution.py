@@ -40,7 +40,7 @@ Noise: drawn in-kernel with torch's Philox layout and the default CUDA generator
 reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an input instead
 (vae_forward_eps, CPP_DECL_EPS: the leaderboard exports of `python -m harness export`).
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks), VAE_SKIP_ENC, VAE_SKIP_DEC;
-for vae_elbo_kernel_wg VAE_WG_* (costs by omission, chain and group counts).
+for vae_elbo_kernel_wg VAE_WG_* (costs by omission, chain and group counts, a chunk in flight).
 Versions and their measured times: notes/solution.md.
 """
 import hashlib
@@ -1996,7 +1996,8 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
     case 64: launch(vae_elbo_kernel_tile<64>, TileSmem<64>::BYTES, (int)((B + 63) / 64), TT, conf64,
                     xp, w, op, Bi, noise, stream, dv); break;
     default: {   // the tensor-core kernel: 128 + C forces clusters of C, 128 the largest C whose
-      // clusters all fit at once (B = 4096: 32 tiles x 4 blocks, B = 8192: 64 x 2, then 1)
+      // clusters all fit at once (on the H200: B = 2304, 18 tiles x 4 blocks; B = 4096 and 8192, 32 and
+      // 64 tiles x 2, fewer than 32 clusters of 4 fit; then 1)
       const int64_t tiles = (B + wg::BM - 1) / wg::BM;
       const int64_t C = R > 128 ? R - 128 : tiles <= wg_max_clusters<4>(dv) ? 4 : tiles <= wg_max_clusters<2>(dv) ? 2 : 1;
       if (C == 4) launch_wg<4>(xp, w, op, Bi, noise, x, stream, dv);
