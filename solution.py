@@ -1192,7 +1192,7 @@ constexpr int NOISE_BYTES = BM * L * 4;   // per block after the workspace: the 
 template <int C> struct Plan {
   static_assert(C == 1 || C == 2 || C == 4, "clusters of 1, 2 or 4");
   static constexpr int P1 = C == 1 ? 2 : 1, N1 = C == 4 ? 64 : 128, KC2R = KC2 / C, P3 = H / N3, P4 = C == 1 ? 7 : 8 / C;
-  static constexpr int CHUNKS1 = P1 * KC1, CHUNKS = CHUNKS1 + KC2R + P3 * KC3 + P4 * KC4;
+  static constexpr int CHUNKS1 = P1 * KC1;
   // The noise: during layer 1 the producers draw the tile's eps (producer thread t: row t, one value
   // every NOISE_EVERY chunks), layer 2 reads it. The next tile's draws overwrite it only after layer 2
   // read it: the producers run at most NS chunks ahead of the consumers.
@@ -1333,6 +1333,15 @@ __device__ __forceinline__ void ws_mma(uint32_t big, const uint32_t (&a)[2][2][4
   }
 }
 
+// A finished chunk's product into the fp32 sums, chain by chain (its registers kept up to here).
+template <int NACC, int CHAINS, int SUB>
+__device__ __forceinline__ void ws_promote(float (&sum)[NACC], float (&acc)[CHAINS][SUB]) {
+#pragma unroll
+  for (int h = 0; h < CHAINS; ++h)
+#pragma unroll
+    for (int i = 0; i < SUB; ++i) sum[h * SUB + i] += acc[h][i];
+}
+
 // Consumer warpgroup, one chunk c: wait until the producer filled its stage, 6 wgmma (3xTF32 over
 // 2 k-steps; A rows from a_at(st, g, r) as split_frags takes them, split in registers) into a fresh accumulator, wait for them, free
 // the stage, add the chunk into the fp32 sums (the tensor core's own accumulation keeps fewer bits
@@ -1387,10 +1396,7 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
 #ifdef VAE_WG_NO_PROMOTE   // dev: the fp32 adds of one chunk in 16 only (wrong results)
   if ((c & 15) != 0) return;
 #endif
-#pragma unroll
-  for (int h = 0; h < CHAINS; ++h)
-#pragma unroll
-    for (int i = 0; i < SUB; ++i) sum[h * SUB + i] += acc[h][i];
+  ws_promote(sum, acc);
 }
 
 // ws_run with one chunk's wgmma in flight while the next chunk's A fragments are loaded and split and
@@ -1420,10 +1426,7 @@ __device__ __forceinline__ void ws_run_pipe(uint32_t stg_s, uint64_t* full, uint
     keep(a[b]);
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[(c + kc) % wg::NS]);
-#pragma unroll
-    for (int h = 0; h < CHAINS; ++h)
-#pragma unroll
-      for (int i = 0; i < SUB; ++i) sum[h * SUB + i] += acc[b][h][i];
+    ws_promote(sum, acc[b]);
   };
   const std::integral_constant<int, 0> b0;
   const std::integral_constant<int, 1> b1;
