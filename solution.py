@@ -386,7 +386,9 @@ __device__ __forceinline__ float log2f_approx(float v) {
 }
 // The same term from the logit without forming p: log p = -(max(-l, 0) + s), log(1 - p) =
 // -(max(l, 0) + s), s = log1p(exp(-|l|)), on the SFU (exp2 / log2 approximations, u = 1 + e
-// rounded and its rounding error added back), no cancellation and no branch. Where torch's fp32
+// rounded and its rounding error e - (u - 1) added back, divided by u through 1.5 - u / 2: within 12%
+// of 1 / u on [1, 2], on a correction below 2^-24, so two SFU operations a term, not three), no
+// cancellation and no branch. Where torch's fp32
 // p saturates it gives torch's values: p = 1 exactly when exp(-l) <= 2^-24 (log(1 - p) = -100),
 // p = 0 when exp(-l) overflows (log p = -100). Between, it is closer to the exact term than
 // torch's rounded p (tests: the error against float64).
@@ -394,7 +396,7 @@ __device__ __forceinline__ float bce_term_sp(float logit, float xv) {
   const float a = fabsf(logit);
   const float e = exp2f_approx(-a * 1.4426950408889634f);           // exp(-|l|) in (0, 1]
   const float u = 1.0f + e;
-  const float s = __fmaf_rn(log2f_approx(u), 0.6931471805599453f, __fdividef(e - (u - 1.0f), u));
+  const float s = __fmaf_rn(log2f_approx(u), 0.6931471805599453f, (e - (u - 1.0f)) * __fmaf_rn(-0.5f, u, 1.5f));
   float lp = -(fmaxf(-logit, 0.f) + s), l1p = -(fmaxf(logit, 0.f) + s);
   if (logit >= 16.6355324f) l1p = -100.f;                             // torch: p == 1
   if (logit <= -88.7228394f) lp = -100.f;                             // torch: exp overflows, p == 0
