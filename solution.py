@@ -40,7 +40,7 @@ Noise: drawn in-kernel with torch's Philox layout and the default CUDA generator
 reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an input instead
 (vae_forward_eps, CPP_DECL_EPS: the leaderboard exports of `python -m harness export`).
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks), VAE_SKIP_ENC, VAE_SKIP_DEC;
-for vae_elbo_kernel_wg VAE_WG_* (costs by omission, chain and group counts, a chunk in flight).
+for vae_elbo_kernel_wg VAE_WG_* (costs by omission, chain and group counts).
 Versions and their measured times: notes/solution.md.
 """
 import hashlib
@@ -1138,10 +1138,6 @@ template <int N> __device__ __forceinline__ void keep(float (&c)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(c[i]) :: "memory");
 }
-__device__ __forceinline__ void keep(uint32_t (&a)[2][2][4]) {
-#pragma unroll
-  for (int i = 0; i < 16; ++i) asm volatile("" : "+r"(a[i / 8][(i / 4) % 2][i % 4]) :: "memory");
-}
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
@@ -1401,61 +1397,6 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
   ws_promote(sum, acc);
 }
 
-// ws_run with one chunk's wgmma in flight while the next chunk's A fragments are loaded and split and
-// its wgmma issued (wait<1>, two accumulator sets): a warpgroup's tensor-core work of chunk kc overlaps
-// its own fragment work of chunk kc + 1 instead of only the other warpgroup's. Same products, same
-// order of the fp32 adds as ws_run, so the same results.
-template <int NACC, int CHAINS, int PASS, class AAt, class Wait>
-__device__ __forceinline__ void ws_run_pipe(uint32_t stg_s, uint64_t* full, uint64_t* empty, int& c, int r0,
-                                            int lane, AAt a_at, float (&sum)[NACC], Wait wait_more) {
-  constexpr int SUB = NACC / CHAINS;
-  float acc[2][CHAINS][SUB];
-  uint32_t a[2][2][2][4];
-  auto issue = [&](int kc, auto buf) {   // chunk c + kc: wait for its stage, split its A, issue its wgmma
-    constexpr int b = decltype(buf)::value;
-    const int st = (c + kc) % wg::NS;
-    mbar_wait(&full[st], ((c + kc) / wg::NS) & 1);
-    wait_more(st);
-    split_frags(a_at(st, kc, r0), a_at(st, kc, r0 + 8), a[b]);
-    wg_fence();
-    ws_mma(stg_s + st * WgSmem::STAGE, a[b], acc[b], true);
-    wg_commit();
-  };
-  auto retire = [&](int kc, auto buf) {   // chunk c + kc's wgmma done: free its stage, add its product
-    constexpr int b = decltype(buf)::value;
-#pragma unroll
-    for (int h = 0; h < CHAINS; ++h) keep(acc[b][h]);
-    keep(a[b]);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[(c + kc) % wg::NS]);
-    ws_promote(sum, acc[b]);
-  };
-  const std::integral_constant<int, 0> b0;
-  const std::integral_constant<int, 1> b1;
-  issue(0, b0);   // even chunks in set 0, odd ones in set 1
-  int kc = 1;
-#pragma unroll 1
-  for (; kc + 1 < PASS; kc += 2) {
-    issue(kc, b1);
-    wg_wait<1>();
-    retire(kc - 1, b0);
-    issue(kc + 1, b0);
-    wg_wait<1>();
-    retire(kc, b1);
-  }
-  if (kc < PASS) {   // PASS even: chunk PASS - 1 (odd) is left
-    issue(kc, b1);
-    wg_wait<1>();
-    retire(kc - 1, b0);
-    wg_wait<0>();
-    retire(kc, b1);
-  } else {
-    wg_wait<0>();
-    retire(kc - 1, b0);
-  }
-  c += PASS;
-}
-
 // A pass of PASS chunks from chunk c (advanced past them) into sum, wg::GROUP chunks per fp32
 // promotion (ws_chunk). a_at(st, kc, r): A row r's values (stage st, chunk kc of the pass) as split_frags takes
 // them; wait_more(st) after each chunk's `full` wait (layer 1: x's own barrier).
@@ -1464,15 +1405,6 @@ __device__ __forceinline__ void ws_run(uint32_t stg_s, uint64_t* full, uint64_t*
                                        int lane, AAt a_at, float (&sum)[NACC], Wait wait_more) {
 #pragma unroll
   for (int i = 0; i < NACC; ++i) sum[i] = 0.f;
-#ifdef VAE_WG_PIPE   // dev: passes of up to VAE_WG_PIPE accumulators per thread and at least
-#ifndef VAE_WG_PIPE_MINPASS   // VAE_WG_PIPE_MINPASS chunks keep one chunk in flight
-#define VAE_WG_PIPE_MINPASS 2
-#endif
-  if constexpr (NACC <= VAE_WG_PIPE && PASS >= VAE_WG_PIPE_MINPASS && PASS >= 2) {
-    ws_run_pipe<NACC, CHAINS, PASS>(stg_s, full, empty, c, r0, lane, a_at, sum, wait_more);
-    return;
-  }
-#endif
   constexpr int G = PASS >= wg::GROUP ? wg::GROUP : 1;
 #pragma unroll 1
   for (int kc = 0; kc + G <= PASS; kc += G, c += G)
