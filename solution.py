@@ -1,8 +1,8 @@
 """Fused VAE forward pass (ELBO) in one CUDA kernel launch, for Hopper (sm_90).
 
 What it computes: reference.py's Model for (input_dim, hidden_dim, latent_dim) = (784, 256, 32)
-(other sizes raise ValueError at construction), fp32-accurate (no fast math; tensor-core layers split every operand into two
-TF32 parts and sum three products, fp32-level error):
+(other sizes raise ValueError at construction), fp32-accurate (no fast math; tensor-core layers split every operand into a large and a small
+part, TF32 or FP16, and sum three products, fp32-level error):
   x (B, 784) float32 in [0, 1], any B >= 0
   h  = relu(x We^T + be)                    (B, 256)
   mu, logvar = h Wmu^T + bmu, h Wlv^T + blv (B, 32)
@@ -27,14 +27,16 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
   the two big layers as register-tiled SGEMMs streamed through shared memory.
 - vae_elbo_kernel_wg<C> (rows_per_tile 128, or 128 + C; B from 1280): persistent and cooperative,
   one block per SM, in clusters of C = 4, 2 or 1 blocks (the largest whose clusters all run at once).
-  It first splits every weight into big + small TF32 in a workspace (3.4 MB, per call), grid
-  sync, then each cluster takes 128-row tiles, rank r its share of layer 1's hidden units and of the
+  It first splits every weight row, scaled by a power of two into FP16's range, into hi + lo FP16
+  parts in a workspace (1.7 MB, per call), grid sync, then each cluster takes 128-row tiles, rank r its share of layer 1's hidden units and of the
   pixels, layer 2 over its own hidden units (the partial sums exchanged by st.async), layer 3 whole.
   Per block: 4 producer warps stream 16-column weight chunks (bulk copies)
   and x (cp.async) through 4 stages on mbarriers and draw the tile's noise during layer 1 (into
   16 KB of workspace per block); 2 consumer warpgroups run all four layers on
-  warpgroup MMA (wgmma, 3xTF32, each chunk's product added into fp32 sums: the tensor core's own
-  accumulation is short of fp32), the BCE from the logits on the SFU (bce_term_sp).
+  warpgroup MMA (wgmma FP16: lo hi + hi lo + hi hi, each chunk's product added into fp32 sums: the
+  tensor core's own accumulation is short of fp32), the BCE from the logits on the SFU (bce_term_sp).
+  A row whose activations leave FP16's range (|v| >= 65504) is recomputed in plain fp32 by one warp
+  (wg_exact_row), so no input that eager handles overflows.
 - draw_noise_kernel: test entry, the noise the kernels draw.
 Noise: drawn in-kernel with torch's Philox layout and the default CUDA generator's
 reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an input instead
@@ -1049,12 +1051,13 @@ vae_elbo_kernel_tile(const float* __restrict__ x,
 }
 
 // ---------------------------------------------------------------------------
-// Large-batch kernel on Hopper's warpgroup MMA (wgmma, sm_90a), 3xTF32. Persistent, 128-row tiles.
-// Warps 0-7 (two warpgroups, 64 rows each) run every layer as a GEMM: A = the activations (fp32 in
-// shared memory, each thread's fragment split into big + small TF32 in registers), B = a weight
-// K-chunk of 16 (64-byte-swizzled rows, big and small TF32 parts), three wgmma per k-step (small*big,
-// big*small, big*big). Warps 8-11 stream the weight chunks (split once per call into a workspace: two
-// bulk copies each) and layer 1's x chunks (cp.async) into NS stages, and draw each tile's noise during
+// Large-batch kernel on Hopper's warpgroup MMA (wgmma, sm_90a), FP16 hi + lo products with fp32
+// accumulation. Persistent, 128-row tiles. Warps 0-7 (two warpgroups, 64 rows each) run every layer
+// as a GEMM: A = the activations (fp32 in shared memory, each thread's fragment split into hi + lo
+// FP16 in registers), B = a weight K-chunk of 16 (64-byte-swizzled rows, hi then lo FP16 of the row
+// scaled by a power of two), three wgmma m64nNk16 per chunk (lo*hi, hi*lo, hi*hi); the epilogues undo
+// the scale exactly. Warps 8-11 stream the weight chunks (split once per call into a workspace: one
+// bulk copy each) and layer 1's x chunks (cp.async) into NS stages, and draw each tile's noise during
 // layer 1; full / empty mbarriers hand stages over, so the two warpgroups and the producers run
 // decoupled. Layers, with N columns per pass:
 //   1  h = relu(x We^T + be)        2 passes of N = 128, 49 chunks each                -> ACT
@@ -1065,69 +1068,70 @@ vae_elbo_kernel_tile(const float* __restrict__ x,
 // ---------------------------------------------------------------------------
 #define C8(i) "+f"(c[i]), "+f"(c[i + 1]), "+f"(c[i + 2]), "+f"(c[i + 3]), "+f"(c[i + 4]), "+f"(c[i + 5]), \
               "+f"(c[i + 6]), "+f"(c[i + 7])
-// c += a . B, one wgmma.m64n<2 NA>k8 tf32 (A: 4 registers per thread as mma.sync's m16n8k8 A fragment
-// of warp w's rows 16w..16w+15; B: smem descriptor). Issued asynchronously: see wg_commit / wg_wait.
-__device__ __forceinline__ void wgmma_tf32(float (&c)[64], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+// c += a . B, one wgmma.m64n<2 NA>k16 f16 with fp32 accumulation (A: 4 registers per thread, pairs of
+// FP16, as mma.sync's m16n8k16 A fragment of warp w's rows 16w..16w+15; B: K-major smem descriptor).
+// Issued asynchronously: see wg_commit / wg_wait.
+__device__ __forceinline__ void wgmma_f16(float (&c)[64], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0; wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {"
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0; wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, {%64, %65, %66, %67}, %68, p, 1, 1; }"
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0; }"
       : C8(0), C8(8), C8(16), C8(24), C8(32), C8(40), C8(48), C8(56)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 #endif
 }
-__device__ __forceinline__ void wgmma_tf32(float (&c)[56], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+__device__ __forceinline__ void wgmma_f16(float (&c)[56], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("{ .reg .pred p; setp.ne.b32 p, %61, 0; wgmma.mma_async.sync.aligned.m64n112k8.f32.tf32.tf32 {"
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %61, 0; wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 {"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55"
-      "}, {%56, %57, %58, %59}, %60, p, 1, 1; }"
+      "}, {%56, %57, %58, %59}, %60, p, 1, 1, 0; }"
       : C8(0), C8(8), C8(16), C8(24), C8(32), C8(40), C8(48)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 #endif
 }
-__device__ __forceinline__ void wgmma_tf32(float (&c)[32], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+__device__ __forceinline__ void wgmma_f16(float (&c)[32], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0; wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {"
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0; wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, {%32, %33, %34, %35}, %36, p, 1, 1; }"
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0; }"
       : C8(0), C8(8), C8(16), C8(24)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 #endif
 }
-__device__ __forceinline__ void wgmma_tf32(float (&c)[28], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+__device__ __forceinline__ void wgmma_f16(float (&c)[28], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("{ .reg .pred p; setp.ne.b32 p, %33, 0; wgmma.mma_async.sync.aligned.m64n56k8.f32.tf32.tf32 {"
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %33, 0; wgmma.mma_async.sync.aligned.m64n56k16.f32.f16.f16 {"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27"
-      "}, {%28, %29, %30, %31}, %32, p, 1, 1; }"
+      "}, {%28, %29, %30, %31}, %32, p, 1, 1, 0; }"
       : C8(0), C8(8), C8(16), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 #endif
 }
-__device__ __forceinline__ void wgmma_tf32(float (&c)[24], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+__device__ __forceinline__ void wgmma_f16(float (&c)[24], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("{ .reg .pred p; setp.ne.b32 p, %29, 0; wgmma.mma_async.sync.aligned.m64n48k8.f32.tf32.tf32 {"
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %29, 0; wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 {"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23"
-      "}, {%24, %25, %26, %27}, %28, p, 1, 1; }"
+      "}, {%24, %25, %26, %27}, %28, p, 1, 1, 0; }"
       : C8(0), C8(8), C8(16)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 #endif
 }
-__device__ __forceinline__ void wgmma_tf32(float (&c)[16], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+__device__ __forceinline__ void wgmma_f16(float (&c)[16], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("{ .reg .pred p; setp.ne.b32 p, %21, 0; wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 {"
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %21, 0; wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
-      "}, {%16, %17, %18, %19}, %20, p, 1, 1; }"
+      "}, {%16, %17, %18, %19}, %20, p, 1, 1, 0; }"
       : C8(0), C8(8)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 #endif
 }
-__device__ __forceinline__ void wgmma_tf32(float (&c)[8], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+__device__ __forceinline__ void wgmma_f16(float (&c)[8], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("{ .reg .pred p; setp.ne.b32 p, %13, 0; wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32 {"
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %13, 0; wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {"
       "%0, %1, %2, %3, %4, %5, %6, %7"
-      "}, {%8, %9, %10, %11}, %12, p, 1, 1; }"
+      "}, {%8, %9, %10, %11}, %12, p, 1, 1, 0; }"
       : C8(0)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 #endif
@@ -1149,8 +1153,8 @@ constexpr int PRODUCERS = 128;           // warps 8-11: copies and splits, one w
 constexpr int THREADS = CONSUMERS + PRODUCERS;
 constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;   // setmaxnreg: 224 x 256 + 56 x 128 = 64 K
 static_assert(CONSUMER_REGS * CONSUMERS + PRODUCER_REGS * PRODUCERS <= 65536, "the register file");
-constexpr int BK = 16;                    // K per chunk: one 64-byte swizzled row of TF32 per weight row
-constexpr int ROWB = BK * 4;              // bytes per weight row in a chunk
+constexpr int BK = 16;                    // K per chunk: one 64-byte swizzled row per weight row, FP16
+constexpr int ROWB = BK * 4;              // bytes per weight row in a chunk: 16 hi, then 16 lo
 #ifndef VAE_WG_GROUP
 #define VAE_WG_GROUP 1                    // chunks per fp32 promotion (one wgmma wait per group)
 #endif
@@ -1166,13 +1170,17 @@ constexpr int NS = 4;                     // stages
 constexpr int WROWS = 128;                // rows of the largest weight chunk (a pass's columns)
 constexpr int N2 = 2 * L, N3 = 64;        // columns per pass of layers 2 and 3
 constexpr int KC1 = D / BK, KC2 = H / BK, KC3 = L / BK, KC4 = H / BK;   // chunks per pass
-// The workspace: per layer, K-chunk after K-chunk, each all of the layer's weight rows' big parts,
-// then their small parts; a pass of n rows from row n0 (n0 % 8 == 0, the swizzle's period) is two
-// contiguous bulk copies. Layer 2's rows: Wmu's 32, then Wlv's 32.
+// The workspace: per layer, K-chunk after K-chunk, each all of the layer's weight rows (64 bytes each:
+// hi, then lo); a pass of n rows from row n0 (n0 % 8 == 0, the swizzle's period) is one contiguous bulk
+// copy. Layer 2's rows: Wmu's 32, then Wlv's 32. Then the rows' inverse scales (floats, rows in the
+// order of the layers: SC1 ..).
 struct Layer { int base, rows; };
-constexpr Layer WL1 = {0, H}, WL2 = {WL1.base + KC1 * H * 2 * ROWB, N2}, WL3 = {WL2.base + KC2 * N2 * 2 * ROWB, H},
-                WL4 = {WL3.base + KC3 * H * 2 * ROWB, D};
-constexpr int WS_BYTES = WL4.base + KC4 * D * 2 * ROWB;
+constexpr Layer WL1 = {0, H}, WL2 = {WL1.base + KC1 * H * ROWB, N2}, WL3 = {WL2.base + KC2 * N2 * ROWB, H},
+                WL4 = {WL3.base + KC3 * H * ROWB, D};
+constexpr int SC1 = 0, SC2 = SC1 + H, SC3 = SC2 + N2, SC4 = SC3 + H, WROWS_ALL = SC4 + D;   // 1360 rows
+constexpr int WS_SCALES = WL4.base + KC4 * D * ROWB;
+constexpr int WS_BYTES = WS_SCALES + WROWS_ALL * 4;
+static_assert(WS_BYTES % 16 == 0, "the noise buffers after the workspace stay 16-byte aligned");
 static_assert(D % BK == 0 && H % BK == 0 && L % BK == 0, "whole K-chunks");
 static_assert(WROWS == PRODUCERS && (BM * 4) % PRODUCERS == 0, "a weight row per producer thread");
 constexpr int NOISE_BYTES = BM * L * 4;   // per block after the workspace: the tile's eps, [L][BM]
@@ -1210,96 +1218,124 @@ template <int C> struct Plan {
 static_assert(16 + (D - 16) / 2 + 4 * 96 == D && 16 + (D - 16) / 4 * 3 + 2 * 96 == D && 7 * 112 == D, "layer 4 covered");
 
 
-// Byte offset of 16-byte unit u (k = 4u..4u+3) of weight row n in a chunk: 64-byte rows, the
-// hardware's 64-byte swizzle (address bits 4-5 ^= bits 7-8), so a 512-byte-aligned chunk base.
+// Byte offset of 16-byte unit u of weight row n in a chunk (units 0, 1: hi at k positions 0-7, 8-15;
+// 2, 3: lo): 64-byte rows, the hardware's 64-byte swizzle (address bits 4-5 ^= bits 7-8), so a
+// 512-byte-aligned chunk base.
 __device__ __forceinline__ uint32_t b_unit(int n, int u) { return n * ROWB + ((u ^ ((n >> 1) & 3)) << 4); }
-// Descriptor of k-step j (8 k) of a chunk part at smem address `base`: K-major, 64-byte swizzle,
-// 8-row groups every 512 bytes (SBO), LBO unused.
+// Descriptor of a chunk's hi (j = 0) or lo (j = 1) parts at smem address `base`: K-major, 64-byte
+// swizzle, 8-row groups every 512 bytes (SBO), LBO unused.
 __device__ __forceinline__ uint64_t b_desc(uint32_t base, int j) {
   const uint32_t s = base + 32 * j;
   return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(8 * ROWB >> 4) << 32) | ((uint64_t)2 << 62);
 }
 // ACT (BM x H fp32: h, then d) in quarters of 64 columns; row r's 16-byte unit u (columns 4u .. 4u + 3
-// of the quarter) at unit u ^ act_swz(r). Layers 2 and 4 read a row's 4 fragment values (the weights
-// are split in x_perm k order) with one 16-byte load: the 8 threads of two rows cover all 32 banks
+// of the quarter) at unit u ^ act_swz(r). Layers 2 and 4 read a row's 4 fragment values (the weights'
+// chunk k order below) with one 16-byte load: the 8 threads of two rows cover all 32 banks
 // (bit 2 of the swizzle differs between rows 2i and 2i + 1), and so do the epilogues' 8-byte stores of
 // four rows. Z (BM x L, z) lies in ACT's last quarter (h's last columns are read before it is written,
 // d's after it is read): element (r, k) at 192 BM + 32 r + (k ^ 4 (r % 8)).
 __device__ __forceinline__ int act_swz(int r) { return ((r & 3) << 1) ^ ((r & 1) << 2); }
 __device__ __forceinline__ int act_at(int r, int k) { return (k >> 6) * (64 * BM) + r * 64 + ((k & 63) ^ (act_swz(r) << 2)); }
 __device__ __forceinline__ int z_at(int r, int k) { return 192 * BM + r * L + (k ^ ((r & 7) << 2)); }
-// Layer 1's k order within a chunk: x rows land as they are (64-byte rows, one bulk copy each) and a
-// thread reads its 4 values (k = 4q .. 4q + 3) with one 16-byte load, as the k-step columns
-// (q, q + 4) of k-step 0 and (q, q + 4) of k-step 1; so We's column at k-step position kappa is
-// x's column perm(kappa) (the split writes We's chunks in that order).
-__device__ __forceinline__ int x_perm(int kappa) { return 4 * (kappa & 3) + 2 * (kappa >> 3) + ((kappa >> 2) & 1); }
+// The k order within a chunk: A rows (x in the stage, h, z and d in ACT) are stored in their own
+// order and a thread reads its 4 values (k = 4q .. 4q + 3) with one 16-byte load, as the m16n8k16
+// fragment's k pairs (2q, 2q + 1) and (2q + 8, 2q + 9); so a weight row's k position kappa in a chunk
+// holds its column 4 ((kappa & 7) >> 1) + 2 (kappa >> 3) + (kappa & 1): columns (4v, 4v + 1) at
+// positions (2v, 2v + 1), columns (4v + 2, 4v + 3) at (2v + 8, 2v + 9).
 
-// Workspace offset of chunk kc (k = 16 kc ..) of a layer's rows n0 .. (big parts; the small ones
-// follow the layer's `rows` rows later).
-__device__ __forceinline__ int ws_at(Layer l, int kc, int n0) { return l.base + (kc * l.rows * 2 + n0) * ROWB; }
+// Workspace offset of chunk kc (k = 16 kc ..) of a layer's rows n0 ..
+__device__ __forceinline__ int ws_at(Layer l, int kc, int n0) { return l.base + (kc * l.rows + n0) * ROWB; }
 }  // namespace wg
 
 struct WgSmem {   // bytes
   static constexpr int ACT = 0;                              // BM x H floats (Z in its last quarter)
-  static constexpr int WB = wg::WROWS * wg::ROWB;            // stage: W big | W small | x (layer 1)
-  static constexpr int STAGE = 2 * WB + wg::BM * wg::ROWB;   // + x
+  static constexpr int WB = wg::WROWS * wg::ROWB;            // stage: W (hi | lo rows) | x (layer 1)
+  static constexpr int STAGE = WB + wg::BM * wg::ROWB;       // + x
   static constexpr int STG = ACT + wg::BM * H * 4;
   static constexpr int RED = STG + wg::NS * STAGE;          // rank 0 of a cluster: the peers' recon sums [3][BM]
-  static constexpr int BARS = RED + 3 * wg::BM * 4;          // full[NS], empty[NS], xfull[NS], nfull, then
+  static constexpr int ISC = RED + 3 * wg::BM * 4;           // the weight rows' inverse scales (wg::SC1 ..)
+  static constexpr int BARS = ISC + wg::WROWS_ALL * 4;       // full[NS], empty[NS], xfull[NS], nfull, then
   static constexpr int NBARS = 3 * wg::NS + 1 + 3;           // the cluster's pfull, rfull, pfree
   static constexpr int BYTES = BARS + NBARS * 8 + 1024;      // + alignment slack
   static_assert(STG % 1024 == 0 && STAGE % 1024 == 0 && WB % 1024 == 0, "stages 1024-byte aligned (swizzle)");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
 };
 
-// Every call, before any tile: the weights split into big + small TF32 in the workspace's layout
-// (64-byte swizzled rows, as in a stage), one weight row of one K-chunk per thread of the grid; the
-// producers then move each pass's chunk with two bulk copies.
+// v0, v1 (k even, odd) -> hi = their FP16 pair (round to nearest), lo = the FP16 pair of v - hi:
+// hi + lo holds 22 of v's bits (the product terms hi hi + hi lo + lo hi keep fp32-level error) while
+// |v| < 65504 and lo is normal; below that lo's absolute error is at most 2^-25.
+__device__ __forceinline__ void split16(float v0, float v1, uint32_t& hi, uint32_t& lo) {
+  asm("{ .reg .f16 h0, h1; .reg .f32 f0, f1;\n"
+      " cvt.rn.f16x2.f32 %0, %3, %2;\n"
+      " mov.b32 {h0, h1}, %0;\n"
+      " cvt.f32.f16 f0, h0; cvt.f32.f16 f1, h1;\n"
+      " sub.f32 f0, %2, f0; sub.f32 f1, %3, f1;\n"
+      " cvt.rn.f16x2.f32 %1, f1, f0; }" : "=r"(hi), "=r"(lo) : "f"(v0), "f"(v1));
+}
+
+// Every call, before any tile: one warp per weight row (wg::WROWS_ALL rows, the layers in order) finds
+// its largest |w| and so the row's power-of-two scale s (largest |w| s in [2^14, 2^15): FP16's range,
+// and lo normal for every w s above 2^-3 of the largest), writes w s as hi | lo FP16 into the
+// workspace's layout (64-byte swizzled rows, as in a stage; k in the chunk order above) and 1 / s into
+// the scale table; the epilogues multiply the sums by it (exact: a power of two). The producers then
+// move each pass's chunk with one bulk copy.
 __device__ __forceinline__ void ws_split_weights(uint8_t* __restrict__ ws, const float* We, const float* Wmu,
                                                  const float* Wlv, const float* W1, const float* W2) {
   using namespace wg;
-  constexpr int U1 = KC1 * H, U2 = U1 + KC2 * N2, U3 = U2 + KC3 * H, U4 = U3 + KC4 * D;
-  for (int u = blockIdx.x * blockDim.x + threadIdx.x; u < U4; u += gridDim.x * blockDim.x) {
+  constexpr int MAXU = (D / 4 + 31) / 32;   // float4 units per lane, the longest row (K = 784)
+  const int lane = threadIdx.x & 31, warps = gridDim.x * blockDim.x / 32;
+  for (int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32; row < WROWS_ALL; row += warps) {
     Layer l;
-    const float* src;   // row n's 16 values of chunk kc
-    int kc, n;
-    bool perm = true;   // layers 1, 2 and 4 take A in x's k order (x_perm)
-    if (u < U1) { l = WL1; kc = u / H; n = u % H; src = We + (size_t)n * D; }
-    else if (u < U2) { l = WL2; kc = (u - U1) / N2; n = (u - U1) % N2; src = n < L ? Wmu + n * H : Wlv + (n - L) * H; }
-    else if (u < U3) { l = WL3; kc = (u - U2) / H; n = (u - U2) % H; src = W1 + n * L; perm = false; }
-    else { l = WL4; kc = (u - U3) / D; n = (u - U3) % D; src = W2 + (size_t)n * H; }
-    src += kc * wg::BK;
-    uint8_t* dst = ws + ws_at(l, kc, 0);
-    float w[16];
+    const float* src;
+    int n, k4;   // row n of layer l, k4 float4 units
+    if (row < SC2) { l = WL1; n = row; src = We + (size_t)n * D; k4 = D / 4; }
+    else if (row < SC3) { l = WL2; n = row - SC2; src = n < L ? Wmu + n * H : Wlv + (n - L) * H; k4 = H / 4; }
+    else if (row < SC4) { l = WL3; n = row - SC3; src = W1 + n * L; k4 = L / 4; }
+    else { l = WL4; n = row - SC4; src = W2 + (size_t)n * H; k4 = H / 4; }
+    float4 w[MAXU];
+    float m = 0.f;
 #pragma unroll
-    for (int k = 0; k < 4; ++k) *reinterpret_cast<float4*>(w + 4 * k) = __ldg(reinterpret_cast<const float4*>(src) + k);
-    if (perm) {
-      float t[16];
-#pragma unroll
-      for (int k = 0; k < 16; ++k) t[k] = w[x_perm(k)];
-#pragma unroll
-      for (int k = 0; k < 16; ++k) w[k] = t[k];
+    for (int i = 0; i < MAXU; ++i) {
+      const int u = lane + 32 * i;
+      w[i] = u < k4 ? __ldg(reinterpret_cast<const float4*>(src) + u) : make_float4(0.f, 0.f, 0.f, 0.f);
+      m = fmaxf(m, fmaxf(fmaxf(fabsf(w[i].x), fabsf(w[i].y)), fmaxf(fabsf(w[i].z), fabsf(w[i].w))));
     }
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      uint32_t b0, b1, b2, b3, s0, s1, s2, s3;
-      split(w[4 * k], b0, s0); split(w[4 * k + 1], b1, s1); split(w[4 * k + 2], b2, s2); split(w[4 * k + 3], b3, s3);
-      *reinterpret_cast<uint4*>(dst + b_unit(n, k)) = make_uint4(b0, b1, b2, b3);
-      *reinterpret_cast<uint4*>(dst + l.rows * ROWB + b_unit(n, k)) = make_uint4(s0, s1, s2, s3);
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    const uint32_t e = __float_as_uint(m) >> 23;   // m's biased exponent: m in [2^(e - 127), 2^(e - 126))
+    const bool scaled = e >= 15 && e <= 254;       // else 0, tiny (< 2^-112), inf or nan: s = 1
+    const float sc = scaled ? __uint_as_float((268u - e) << 23) : 1.f;     // 2^(141 - e)
+    const float inv = scaled ? __uint_as_float((e - 14u) << 23) : 1.f;     // 2^(e - 141)
+#pragma unroll
+    for (int i = 0; i < MAXU; ++i) {
+      const int u = lane + 32 * i, v = u & 3;   // columns 4v .. 4v + 3 of chunk u / 4
+      if (u >= k4) break;
+      uint8_t* dst = ws + ws_at(l, u >> 2, 0);
+      uint32_t hi0, lo0, hi1, lo1;
+      split16(w[i].x * sc, w[i].y * sc, hi0, lo0);   // k positions 2v, 2v + 1
+      split16(w[i].z * sc, w[i].w * sc, hi1, lo1);   // 2v + 8, 2v + 9
+      *reinterpret_cast<uint32_t*>(dst + b_unit(n, 0) + 4 * v) = hi0;
+      *reinterpret_cast<uint32_t*>(dst + b_unit(n, 1) + 4 * v) = hi1;
+      *reinterpret_cast<uint32_t*>(dst + b_unit(n, 2) + 4 * v) = lo0;
+      *reinterpret_cast<uint32_t*>(dst + b_unit(n, 3) + 4 * v) = lo1;
     }
+    if (lane == 0) reinterpret_cast<float*>(ws + WS_SCALES)[row] = inv;
   }
 }
 
-// A fragments of a chunk's two k-steps from the thread's rows r0 and r0 + 8, each given as its
-// values at the k-step columns (q, q + 4, 8 + q, 12 + q), split into big and small TF32.
-__device__ __forceinline__ void split_frags(float4 v0, float4 v1, uint32_t (&a)[2][2][4]) {
-  split(v0.x, a[0][0][0], a[1][0][0]); split(v1.x, a[0][0][1], a[1][0][1]);
-  split(v0.y, a[0][0][2], a[1][0][2]); split(v1.y, a[0][0][3], a[1][0][3]);
-  split(v0.z, a[0][1][0], a[1][1][0]); split(v1.z, a[0][1][1], a[1][1][1]);
-  split(v0.w, a[0][1][2], a[1][1][2]); split(v1.w, a[0][1][3], a[1][1][3]);
+// A fragments of a chunk (m16n8k16 layout: pairs (row r0, k 2q..), (r0 + 8, 2q..), (r0, 2q + 8..),
+// (r0 + 8, 2q + 8..)) from rows r0 and r0 + 8, each given as its 4 values at columns 4q .. 4q + 3,
+// split into hi (a[0]) and lo (a[1]) FP16 pairs.
+__device__ __forceinline__ void split_frags(float4 v0, float4 v1, uint32_t (&a)[2][4]) {
+  split16(v0.x, v0.y, a[0][0], a[1][0]);
+  split16(v1.x, v1.y, a[0][1], a[1][1]);
+  split16(v0.z, v0.w, a[0][2], a[1][2]);
+  split16(v1.z, v1.w, a[0][3], a[1][3]);
 }
-// ACT row r's values at those columns of chunk kc: with the weights' k in x_perm order, they are ACT's
-// columns 16 kc + 4q .. 16 kc + 4q + 3, one 16-byte load.
+__device__ __forceinline__ float abs_max(float4 v) {
+  return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+}
+// ACT row r's columns 16 kc + 4q .. 16 kc + 4q + 3 (chunk kc's values for split_frags), one 16-byte load.
 __device__ __forceinline__ float4 act_frag(const float* act, int kc, int r, int q) {
   float4 v;
   asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
@@ -1307,28 +1343,17 @@ __device__ __forceinline__ float4 act_frag(const float* act, int kc, int r, int 
   return v;
 }
 
-// The 6 x CHAINS wgmma of one chunk (stage at smem address `big`): 3xTF32 over its 2 k-steps into the
-// chains' accumulators, which start from 0 when `fresh`.
+// The 3 x CHAINS wgmma of one chunk (its weight rows at smem address `w`): lo hi + hi lo + hi hi
+// into the chains' accumulators, which start from 0 when `fresh`.
 template <int CHAINS, int SUB>
-__device__ __forceinline__ void ws_mma(uint32_t big, const uint32_t (&a)[2][2][4], float (&acc)[CHAINS][SUB], bool fresh) {
+__device__ __forceinline__ void ws_mma(uint32_t w, const uint32_t (&a)[2][4], float (&acc)[CHAINS][SUB], bool fresh) {
 #pragma unroll
-  for (int j = 0; j < 2; ++j) {
+  for (int h = 0; h < CHAINS; ++h)   // the chain's first weight row: h (2 SUB)
+    wgmma_f16(acc[h], a[1], wg::b_desc(w + h * (2 * SUB) * wg::ROWB, 0), !fresh);   // lo * hi
 #pragma unroll
-    for (int h = 0; h < CHAINS; ++h) {
-      const uint32_t b = big + h * (2 * SUB) * wg::ROWB;   // the chain's first weight row
-      wgmma_tf32(acc[h], a[1][j], wg::b_desc(b, j), !fresh || j > 0);   // small * big
-    }
+  for (int h = 0; h < CHAINS; ++h) wgmma_f16(acc[h], a[0], wg::b_desc(w + h * (2 * SUB) * wg::ROWB, 1), 1);   // hi * lo
 #pragma unroll
-    for (int h = 0; h < CHAINS; ++h) {
-      const uint32_t b = big + h * (2 * SUB) * wg::ROWB;
-      wgmma_tf32(acc[h], a[0][j], wg::b_desc(b + WgSmem::WB, j), 1);   // big * small
-    }
-#pragma unroll
-    for (int h = 0; h < CHAINS; ++h) {
-      const uint32_t b = big + h * (2 * SUB) * wg::ROWB;
-      wgmma_tf32(acc[h], a[0][j], wg::b_desc(b, j), 1);   // big * big
-    }
-  }
+  for (int h = 0; h < CHAINS; ++h) wgmma_f16(acc[h], a[0], wg::b_desc(w + h * (2 * SUB) * wg::ROWB, 0), 1);   // hi * hi
 }
 
 // A finished chunk's product into the fp32 sums, chain by chain (its registers kept up to here).
@@ -1340,35 +1365,26 @@ __device__ __forceinline__ void ws_promote(float (&sum)[NACC], float (&acc)[CHAI
     for (int i = 0; i < SUB; ++i) sum[h * SUB + i] += acc[h][i];
 }
 
-// Consumer warpgroup, one chunk c: wait until the producer filled its stage, 6 wgmma (3xTF32 over
-// 2 k-steps; A rows from a_at(st, g, r) as split_frags takes them, split in registers) into a fresh accumulator, wait for them, free
+// Consumer warpgroup, one chunk c: wait until the producer filled its stage, 3 wgmma (hi / lo FP16
+// products; A rows from a_at(st, g, r) as split_frags takes them, split in registers) into a fresh accumulator, wait for them, free
 // the stage, add the chunk into the fp32 sums (the tensor core's own accumulation keeps fewer bits
 // than fp32: 6e-6 against 4e-7 over K = 784 when each chunk is added here, notes/solution.md).
 template <int NACC, int CHAINS, int G, class AAt, class Wait>
 __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_t* empty, int c, int r0, int q,
-                                         int lane, AAt a_at, float (&sum)[NACC], Wait wait_more) {
+                                         int lane, AAt a_at, float (&sum)[NACC], float (&amax)[2], Wait wait_more) {
   constexpr int SUB = NACC / CHAINS;   // accumulator registers per chain (N / CHAINS columns)
   static_assert(NACC % CHAINS == 0 && SUB % 4 == 0, "whole 8-column groups per chain");
   // G chunks c .. c + G - 1 (wgmma.group VAE_WG_GROUP) into one accumulator before the fp32 add
-  uint32_t a[G][2][2][4];   // [chunk][big|small][k-step][fragment]
+  uint32_t a[G][2][4];   // [chunk][hi | lo][fragment]
 #pragma unroll
   for (int g = 0; g < G; ++g) {
     const int st = (c + g) % wg::NS;
     mbar_wait(&full[st], ((c + g) / wg::NS) & 1);
     wait_more(st);   // layer 1: x's cp.async too
-#if defined(VAE_WG_NO_FRAG)   // dev: A fragments neither loaded nor split (wrong results)
-#pragma unroll
-    for (int i = 0; i < 16; ++i) a[g][i / 8][(i / 4) % 2][i % 4] = 0x3f800000u + c;
-#elif defined(VAE_WG_NO_SPLIT)   // dev: loaded, not split (wrong results)
-    {
-      const float4 v0 = a_at(st, g, r0), v1 = a_at(st, g, r0 + 8);
-      const float f[8] = {v0.x, v1.x, v0.y, v1.y, v0.z, v1.z, v0.w, v1.w};
-#pragma unroll
-      for (int i = 0; i < 8; ++i) { a[g][0][i / 4][i % 4] = __float_as_uint(f[i]); a[g][1][i / 4][i % 4] = 0u; }
-    }
-#else
-    split_frags(a_at(st, g, r0), a_at(st, g, r0 + 8), a[g]);
-#endif
+    const float4 v0 = a_at(st, g, r0), v1 = a_at(st, g, r0 + 8);
+    amax[0] = fmaxf(amax[0], abs_max(v0));
+    amax[1] = fmaxf(amax[1], abs_max(v1));
+    split_frags(v0, v1, a[g]);
   }
   // CHAINS independent accumulators (column blocks): wgmma on one accumulator run one after another,
   // so a single chain of 6 leaves the tensor cores waiting on their latency
@@ -1378,7 +1394,7 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
 #pragma unroll
   for (int h = 0; h < CHAINS; ++h)
 #pragma unroll
-    for (int i = 0; i < SUB; ++i) acc[h][i] = __uint_as_float(a[0][0][0][i & 3]);
+    for (int i = 0; i < SUB; ++i) acc[h][i] = __uint_as_float(a[0][0][i & 3]);
 #else
 #pragma unroll
   for (int g = 0; g < G; ++g) ws_mma(stg_s + ((c + g) % wg::NS) * WgSmem::STAGE, a[g], acc, g == 0);
@@ -1402,44 +1418,143 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
 // them; wait_more(st) after each chunk's `full` wait (layer 1: x's own barrier).
 template <int NACC, int CHAINS, int PASS, class AAt, class Wait>
 __device__ __forceinline__ void ws_run(uint32_t stg_s, uint64_t* full, uint64_t* empty, int& c, int r0, int q,
-                                       int lane, AAt a_at, float (&sum)[NACC], Wait wait_more) {
+                                       int lane, AAt a_at, float (&sum)[NACC], float (&amax)[2], Wait wait_more) {
 #pragma unroll
   for (int i = 0; i < NACC; ++i) sum[i] = 0.f;
   constexpr int G = PASS >= wg::GROUP ? wg::GROUP : 1;
 #pragma unroll 1
   for (int kc = 0; kc + G <= PASS; kc += G, c += G)
     ws_chunk<NACC, CHAINS, G>(stg_s, full, empty, c, r0, q, lane,
-                              [&](int st, int g, int r) { return a_at(st, kc + g, r); }, sum, wait_more);
+                              [&](int st, int g, int r) { return a_at(st, kc + g, r); }, sum, amax, wait_more);
 #pragma unroll 1
   for (int kc = PASS - PASS % G; kc < PASS; ++kc, ++c)   // the rest one by one
     ws_chunk<NACC, CHAINS, 1>(stg_s, full, empty, c, r0, q, lane,
-                              [&](int st, int, int r) { return a_at(st, kc, r); }, sum, wait_more);
+                              [&](int st, int, int r) { return a_at(st, kc, r); }, sum, amax, wait_more);
 }
 
 // Thread's accumulator entry i of an m64nN tile: row 16 w + g + 8 ((i >> 1) & 1) of its warpgroup's
 // 64, column 8 (i >> 2) + 2 q + (i & 1).
 __device__ __forceinline__ int acc_row(int i) { return ((i >> 1) & 1) * 8; }
 __device__ __forceinline__ int acc_col(int i, int q) { return 8 * (i >> 2) + 2 * q + (i & 1); }
-// relu(sum + bias) of an m64nN tile's accumulator layout into ACT columns col0 + [0, N).
+// relu(sum isc + bias) of an m64nN tile's accumulator layout into ACT columns col0 + [0, N) (isc: the
+// columns' inverse weight scales, in smem; the product is exact, so one rounding as sum + bias).
 template <int NACC>
 __device__ __forceinline__ void store_relu(float* act, const float (&sum)[NACC], const float* __restrict__ bias,
-                                           int col0, int rw, int q) {
+                                           const float* isc, int col0, int rw, int q) {
 #pragma unroll
   for (int i = 0; i < NACC; i += 2) {
     const int r = rw + acc_row(i), k = col0 + acc_col(i, q);
     const float2 b = __ldg(reinterpret_cast<const float2*>(bias + k));
+    const float2 sc = *reinterpret_cast<const float2*>(isc + k);
     // one 8-byte store (written as a float2, the compiler split it in two once act was known to be shared)
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(smem_u32(act + wg::act_at(r, k))),
-                 "f"(fmaxf(sum[i] + b.x, 0.f)), "f"(fmaxf(sum[i + 1] + b.y, 0.f)) : "memory");
+                 "f"(fmaxf(__fmaf_rn(sum[i], sc.x, b.x), 0.f)), "f"(fmaxf(__fmaf_rn(sum[i + 1], sc.y, b.y), 0.f)) : "memory");
   }
 }
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" :: "n"(wg::CONSUMERS) : "memory"); }
 
+// v[t] summed over the warp, every lane the totals (butterfly: fixed order).
+template <int N> __device__ __forceinline__ void warp_allsum(float (&v)[N]) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int t = 0; t < N; ++t) v[t] += __shfl_xor_sync(0xffffffffu, v[t], o);
+}
+// Entry u of a 32 n vector spread over a warp (entry 32 i + lane in a[i]) set to v, a[] staying in registers.
+template <int N> __device__ __forceinline__ void spread_set(float (&a)[N], int u, float v, int lane) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) a[i] = select(i == (u >> 5) && lane == (u & 31), v, a[i]);
+}
+__device__ __forceinline__ float dot4(float4 w, float4 v, float acc) {
+  return fmaf(w.w, v.w, fmaf(w.z, v.z, fmaf(w.y, v.y, fmaf(w.x, v.x, acc))));
+}
+
+// The FP16 products' fallback: row `row` of the forward in plain fp32 by one warp, its 3 outputs
+// written. For rows whose activations (x, h, z or d) left FP16's range (|v| > 65504: the hi part
+// would be inf; inputs or weights scaled by 1e5, say): rare, so it is written for few registers, not
+// speed (it is inlined at the tile's end, where little else is live): h and d spread over the lanes
+// (unit 32 i + lane in h[i], d[i]), latent unit j in lane j; dot products 4 outputs at a time, K split
+// over the lanes (coalesced weight rows), then summed over the warp; biases added last, as eager does;
+// BCE by torch's formula (bce_term).
+__device__ __forceinline__ void wg_exact_row(const float* __restrict__ x, const float* __restrict__ We,
+                                             const float* __restrict__ be, const float* __restrict__ Wmu,
+                                             const float* __restrict__ bmu, const float* __restrict__ Wlv,
+                                             const float* __restrict__ blv, const float* __restrict__ W1,
+                                             const float* __restrict__ b1, const float* __restrict__ W2,
+                                             const float* __restrict__ b2, float* __restrict__ out, int B, int row,
+                                             NoiseDraw draw, int lane) {
+  constexpr int F1 = D / 4, HI = H / 32;   // x: 196 float4
+  static_assert(L == 32 && H % 32 == 0 && D % 4 == 0, "a latent unit per lane, hidden units 32 i + lane");
+  const float* xr = x + (size_t)row * D;
+  float h[HI] = {};
+#pragma unroll 1
+  for (int u0 = 0; u0 < H; u0 += 4) {   // h units u0 .. u0 + 3
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int f = lane; f < F1; f += 32) {
+      const float4 xf = __ldg(reinterpret_cast<const float4*>(xr) + f);
+#pragma unroll
+      for (int t = 0; t < 4; ++t) acc[t] = dot4(__ldg(reinterpret_cast<const float4*>(We + (size_t)(u0 + t) * D) + f), xf, acc[t]);
+    }
+    warp_allsum(acc);
+#pragma unroll
+    for (int t = 0; t < 4; ++t) spread_set(h, u0 + t, fmaxf(acc[t] + __ldg(be + u0 + t), 0.f), lane);
+  }
+  float mu = 0.f, lv = 0.f;   // of latent unit lane
+#pragma unroll 1
+  for (int j = 0; j < L; j += 2) {   // mu, logvar of units j, j + 1
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < HI; ++i) {
+      const int k = 32 * i + lane;
+      acc[0] = fmaf(__ldg(Wmu + j * H + k), h[i], acc[0]);
+      acc[1] = fmaf(__ldg(Wlv + j * H + k), h[i], acc[1]);
+      acc[2] = fmaf(__ldg(Wmu + (j + 1) * H + k), h[i], acc[2]);
+      acc[3] = fmaf(__ldg(Wlv + (j + 1) * H + k), h[i], acc[3]);
+    }
+    warp_allsum(acc);
+    mu = select(lane == j, acc[0], select(lane == j + 1, acc[2], mu));
+    lv = select(lane == j, acc[1], select(lane == j + 1, acc[3], lv));
+  }
+  mu += __ldg(bmu + lane);
+  lv += __ldg(blv + lane);
+  const float z = __fadd_rn(mu, __fmul_rn(expf(__fmul_rn(0.5f, lv)), draw((uint64_t)row * L + lane)));
+  float acc[2] = {0.f, __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv))};   // recon, KL terms
+  float d[HI] = {};
+#pragma unroll 1
+  for (int j4 = 0; j4 < L / 4; ++j4) {   // z units 4 j4 .. 4 j4 + 3
+    const float4 zj = make_float4(__shfl_sync(0xffffffffu, z, 4 * j4), __shfl_sync(0xffffffffu, z, 4 * j4 + 1),
+                                  __shfl_sync(0xffffffffu, z, 4 * j4 + 2), __shfl_sync(0xffffffffu, z, 4 * j4 + 3));
+#pragma unroll
+    for (int i = 0; i < HI; ++i) d[i] = dot4(__ldg(reinterpret_cast<const float4*>(W1 + (32 * i + lane) * L) + j4), zj, d[i]);
+  }
+#pragma unroll
+  for (int i = 0; i < HI; ++i) d[i] = fmaxf(d[i] + __ldg(b1 + 32 * i + lane), 0.f);
+#pragma unroll 1
+  for (int p0 = 0; p0 < D; p0 += 4) {   // pixels p0 .. p0 + 3; lane t < 4 takes pixel p0 + t's term
+    float lg[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < HI; ++i)
+#pragma unroll
+      for (int t = 0; t < 4; ++t) lg[t] = fmaf(__ldg(W2 + (size_t)(p0 + t) * H + 32 * i + lane), d[i], lg[t]);
+    warp_allsum(lg);
+    const float l = select(lane == 0, lg[0], select(lane == 1, lg[1], select(lane == 2, lg[2], lg[3])));
+    if (lane < 4) acc[0] += bce_term(l + __ldg(b2 + p0 + lane), __ldg(xr + p0 + lane));
+  }
+  warp_allsum(acc);
+  if (lane == 0 && row < B) {
+    const float k = -0.5f * acc[1];
+    out[row] = -(acc[0] + k);
+    out[(size_t)B + row] = acc[0];
+    out[2 * (size_t)B + row] = k;
+  }
+}
+
 // Persistent, launched cooperatively in clusters of C blocks (C = 1: no cluster): every block first
-// splits its share of the weights into the workspace `ws` (big + small TF32 in the stages' layout),
+// splits its share of the weights into the workspace `ws` (hi + lo FP16 in the stages' layout),
 // then, after a grid sync, the blocks of cluster k take tiles k, k + clusters, ... of 128 rows, rank r
-// the columns Plan<C> gives it. Warps 8-11 stream each chunk into one of NS stages (the weights by two
-// bulk copies on the stage's `full` mbarrier, layer 1's x by cp.async on `xfull`) and draw the tile's
+// the columns Plan<C> gives it. Warps 8-11 stream each chunk into one of NS stages (the weights by one
+// bulk copy on the stage's `full` mbarrier, layer 1's x by cp.async on `xfull`) and draw the tile's
 // noise (`nfull`); warps 0-7 run the layers and free each stage (`empty`). In a cluster the ranks push
 // their layer-2 partial sums into each other's ACT (counted on `pfull`), the peers' recon sums into
 // rank 0's RED (`rfull`), and each tells its peers when the next tile's pushes may start (`pfree`:
@@ -1464,6 +1579,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   const uint32_t stg_s = smem_u32(sm + S::STG);
   float* act = reinterpret_cast<float*>(sm + S::ACT);
   float* red = reinterpret_cast<float*>(sm + S::RED);
+  float* isc = reinterpret_cast<float*>(sm + S::ISC);   // the weight rows' inverse scales (SC1 ..)
   uint64_t* full = reinterpret_cast<uint64_t*>(sm + S::BARS);
   uint64_t* empty = full + NS;
   uint64_t* xfull = empty + NS;   // layer 1: x's cp.async, one arrival per producer thread
@@ -1493,7 +1609,10 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   ws_split_weights(ws, We, Wmu, Wlv, W1, W2);
   asm volatile("fence.proxy.async.global;" ::: "memory");   // generic writes -> other blocks' bulk copies
   cg::this_grid().sync();
+  for (int i = tid; i < WROWS_ALL; i += wg::THREADS)   // L2 reads (written by other blocks in this launch)
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(isc[i]) : "l"(reinterpret_cast<const float*>(ws + WS_SCALES) + i));
   if constexpr (C > 1) cg::this_cluster().sync();   // the peers' mbarriers initialized before any remote arrival
+  else __syncthreads();                             // (and the scales in smem)
 
   if (tid >= CONSUMERS) {   // ---- producer warps
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1514,16 +1633,14 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         if (pt == 0) mbar_arrive(&full[c % NS]);
         if (with_x) mbar_arrive(&xfull[c % NS]);
 #else
-        if (pt == 0) {   // the weights: big rows, small rows; the stage's bytes on `full`
-          const uint8_t* src = ws + ws_at(l, kc, n0);
-          mbar_expect(&full[c % NS], 2 * n * ROWB);
-          bulk_copy(st, src, n * ROWB, &full[c % NS]);
-          bulk_copy(st + S::WB, src + l.rows * ROWB, n * ROWB, &full[c % NS]);
+        if (pt == 0) {   // the weights' rows (hi | lo); the stage's bytes on `full`
+          mbar_expect(&full[c % NS], n * ROWB);
+          bulk_copy(st, ws + ws_at(l, kc, n0), n * ROWB, &full[c % NS]);
         }
         if (with_x) {   // layer 1: x row pt of the chunk (rows past B read as 0); its landing arrives on xfull
           const int row = row0 + pt;
           const bool ok = row < B;
-          const uint32_t xs = smem_u32(st + 2 * S::WB + pt * ROWB);
+          const uint32_t xs = smem_u32(st + S::WB + pt * ROWB);
 #pragma unroll
           for (int u = 0; u < 4; ++u) cp_async16(xs + 16 * u, x + (ok ? (size_t)row * D + kc * wg::BK + 4 * u : 0), ok);
           asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(smem_u32(&xfull[c % NS])) : "memory");
@@ -1565,6 +1682,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   for (int t = cluster, it = 0; t < tiles; t += clusters, ++it) {
     const int row0 = t * BM;
     float kl[2] = {0.f, 0.f}, recon[2] = {0.f, 0.f};   // partial sums of rows rw, rw + 8
+    float amax[2] = {0.f, 0.f};   // largest |A value| this thread split, rows rw, rw + 8 (FP16 range check)
     if (C > 1 && tid == 0) {   // this tile's bytes from the peers
       mbar_expect(pfull, P::XBYTES);
       if (rank == 0) mbar_expect(rfull, (C - 1) * BM * 4);
@@ -1578,12 +1696,12 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     for (int p = 0; p < P::P1; ++p) {
       float sum[P::N1 / 2];
       ws_run<P::N1 / 2, VAE_WG_CHAINS1, KC1>(stg_s, full, empty, c, rw, q, lane, [&](int st, int, int r) {
-        return *reinterpret_cast<const float4*>(sm + S::STG + st * S::STAGE + 2 * S::WB + r * ROWB + 16 * q);
-      }, sum, [&](int st) {
+        return *reinterpret_cast<const float4*>(sm + S::STG + st * S::STAGE + S::WB + r * ROWB + 16 * q);
+      }, sum, amax, [&](int st) {
         mbar_wait(&xfull[st], (xph >> st) & 1);   // the producers' x copies into stage st landed
         xph ^= 1u << st;
       });
-      store_relu(act, sum, be, P::n1(rank, p), rw, q);
+      store_relu(act, sum, be, isc + SC1, P::n1(rank, p), rw, q);
     }
     consumers_sync();
     PROF(1);
@@ -1591,7 +1709,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     {
       float sum[N2 / 2];
       ws_run<N2 / 2, 2, P::KC2R>(stg_s, full, empty, c, rw, q, lane,
-          [&](int, int kc, int r) { return act_frag(act, rank * P::KC2R + kc, r, q); }, sum, [](int) {});
+          [&](int, int kc, int r) { return act_frag(act, rank * P::KC2R + kc, r, q); }, sum, amax, [](int) {});
       if constexpr (C > 1) {   // partial sums over this rank's h -> the peers; theirs added in rank order
         if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // the peers are done with the last tile
         uint32_t peer_bar[C - 1];
@@ -1628,7 +1746,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll
       for (int i = 0; i < N2 / 4; ++i) {   // entries i < 16: mu (columns < 32); i + 16: logvar, same j
         const int r = rw + acc_row(i), j = acc_col(i, q);
-        const float mu = sum[i] + __ldg(bmu + j), lv = sum[i + N2 / 4] + __ldg(blv + j);
+        const float mu = __fmaf_rn(sum[i], isc[SC2 + j], __ldg(bmu + j));
+        const float lv = __fmaf_rn(sum[i + N2 / 4], isc[SC2 + L + j], __ldg(blv + j));
         act[z_at(r, j)] = __fadd_rn(mu, __fmul_rn(expf(__fmul_rn(0.5f, lv)), eps[i]));
         kl[(i >> 1) & 1] += __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv));
       }
@@ -1640,12 +1759,10 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     for (int p = 0; p < P::P3; ++p) {
       float sum[N3 / 2];
       ws_run<N3 / 2, 2, KC3>(stg_s, full, empty, c, rw, q, lane,
-          [&](int, int kc, int r) {
-            const int k = kc * 16 + q;
-            return make_float4(act[z_at(r, k)], act[z_at(r, k + 4)], act[z_at(r, k + 8)], act[z_at(r, k + 12)]);
-          }, sum, [](int) {});
+          [&](int, int kc, int r) { return *reinterpret_cast<const float4*>(act + z_at(r, kc * 16 + 4 * q)); },
+          sum, amax, [](int) {});
       if (p == P::P3 - 1) consumers_sync();   // every warp's z reads are done: the last quarter of d overwrites Z
-      store_relu(act, sum, b1, p * N3, rw, q);
+      store_relu(act, sum, b1, isc + SC3, p * N3, rw, q);
     }
     consumers_sync();
     PROF(3);
@@ -1654,7 +1771,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       constexpr int N4 = decltype(width)::value;
       float sum[N4 / 2];
       ws_run<N4 / 2, VAE_WG_CHAINS4, KC4>(stg_s, full, empty, c, rw, q, lane,
-          [&](int, int kc, int r) { return act_frag(act, kc, r, q); }, sum, [](int) {});
+          [&](int, int kc, int r) { return act_frag(act, kc, r, q); }, sum, amax, [](int) {});
       float2 xv[N4 / 4];   // every x value of the pass first: one memory latency, not 28
 #pragma unroll
       for (int i = 0; i < N4 / 2; i += 2) {
@@ -1669,12 +1786,13 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         (void)row; (void)px;
 #else
         const float2 bias = __ldg(reinterpret_cast<const float2*>(b2 + px));
+        const float2 sc = *reinterpret_cast<const float2*>(isc + SC4 + px);
+        const float l0 = __fmaf_rn(sum[i], sc.x, bias.x), l1 = __fmaf_rn(sum[i + 1], sc.y, bias.y);
 #ifndef VAE_WG_LIBM_BCE   // dev: torch's formula on libm (the other kernels' bce_term)
-        const float t = bce_term_sp(sum[i] + bias.x, xv[i / 2].x) + bce_term_sp(sum[i + 1] + bias.y, xv[i / 2].y);
+        const float t = bce_term_sp(l0, xv[i / 2].x) + bce_term_sp(l1, xv[i / 2].y);
         recon[(i >> 1) & 1] += row < B ? t : 0.f;   // a select: rows past B hold garbage
 #else
-        if (row < B)
-          recon[(i >> 1) & 1] += bce_term(sum[i] + bias.x, xv[i / 2].x) + bce_term(sum[i + 1] + bias.y, xv[i / 2].y);
+        if (row < B) recon[(i >> 1) & 1] += bce_term(l0, xv[i / 2].x) + bce_term(l1, xv[i / 2].y);
 #endif
 #endif
       }
@@ -1692,19 +1810,25 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
              prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3]);
 #endif
     // ---- row sums over the 4 lanes that share a row (fixed butterfly), the peers' into rank 0, outputs
+    // A row whose A values (on any rank) left FP16's range is recomputed in fp32 by wg_exact_row: the
+    // peers flag theirs by sending NaN as the recon sum (a NaN sum, from NaN inputs, takes it too).
+    bool exact[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
 #pragma unroll
       for (int o = 1; o <= 2; o <<= 1) {
         recon[h] += __shfl_xor_sync(0xffffffffu, recon[h], o);
         kl[h] += __shfl_xor_sync(0xffffffffu, kl[h], o);
+        amax[h] = fmaxf(amax[h], __shfl_xor_sync(0xffffffffu, amax[h], o));
       }
+      exact[h] = amax[h] >= 65504.f;
     }
     if (C > 1 && rank > 0) {
       if (q == 0)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          st_async(cluster_addr(red + (rank - 1) * BM + rw + 8 * h, 0), recon[h], cluster_addr(rfull, 0));
+          st_async(cluster_addr(red + (rank - 1) * BM + rw + 8 * h, 0), exact[h] ? __int_as_float(0x7fffffff) : recon[h],
+                   cluster_addr(rfull, 0));
     } else {
       if (C > 1) mbar_wait_cluster(rfull, it & 1);
 #pragma unroll
@@ -1712,13 +1836,22 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         const int row = row0 + rw + 8 * h;
 #pragma unroll
         for (int j = 1; j < C; ++j) recon[h] += red[(j - 1) * BM + rw + 8 * h];   // rank order: fixed
-        if (q == 0 && row < B) {
+        exact[h] = (exact[h] || isnan(recon[h])) && row < B;
+#ifdef VAE_WG_NO_EXACT   // dev: no fp32 fallback (wrong results where activations leave FP16's range)
+        exact[h] = false;
+#endif
+        if (q == 0 && row < B && !exact[h]) {
           const float k = -0.5f * kl[h];
           out[row] = -(recon[h] + k);
           out[(size_t)B + row] = recon[h];
           out[2 * (size_t)B + row] = k;
         }
       }
+#pragma unroll
+      for (int h = 0; h < 2; ++h)   // the warp's flagged rows one by one (lane 4 g + 0 has row rw + g)
+        for (uint32_t todo = __ballot_sync(0xffffffffu, q == 0 && exact[h]); todo; todo &= todo - 1)
+          wg_exact_row(x, We, be, Wmu, bmu, Wlv, blv, W1, b1, W2, b2, out, B,
+                       row0 + rw - (lane >> 2) + ((__ffs(todo) - 1) >> 2) + 8 * h, noise_source(noise), lane);
     }
     consumers_sync();   // the next tile's layer 1 writes ACT, which layer 4 read
     if (C > 1 && tid == 0 && t + clusters < tiles)   // the peers may push the next tile's partials (not after
@@ -2022,7 +2155,7 @@ def _build():
         extra = os.environ.get("VAE_EXTRA_CUDA_FLAGS", "").split()   # dev variants, see tools/kernel_dev.py
         suffix = "_" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8] if extra else ""
         return load_inline(
-            name="vae_elbo_fused_v9" + suffix,
+            name="vae_elbo_fused_v10" + suffix,
             cpp_sources=CPP_DECL,
             cuda_sources=CUDA_SRC,
             functions=["vae_forward", "draw_noise"],
