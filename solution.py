@@ -325,13 +325,31 @@ __device__ __forceinline__ void dot_rows(const float4 (&w)[(K / 4 + 31) / 32][U]
 // (q/4)-th curand_normal4 call, component q % 4, where q = i / T.
 // ---------------------------------------------------------------------------
 __device__ __forceinline__ float torch_normal_at(uint64_t seed, uint64_t offset, uint64_t i, uint64_t T) {
-  const uint64_t q = i / T;
-  curandStatePhilox4_32_10_t s;
-  curand_init(seed, i % T, offset, &s);
-  float4 r = curand_normal4(&s);
-  for (uint64_t k = 0; k < q / 4; ++k) r = curand_normal4(&s);
+  uint64_t q, sub;   // i / T, i % T: in 32 bits where they fit (a 64-bit division is a long software loop)
+  if (((i | T) >> 32) == 0) { q = (uint32_t)i / (uint32_t)T; sub = (uint32_t)i - (uint32_t)q * (uint32_t)T; }
+  else { q = i / T; sub = i % T; }
   const int c = static_cast<int>(q % 4);
-  const float v = c == 0 ? r.x : c == 1 ? r.y : c == 2 ? r.z : r.w;
+  float v;
+  if ((offset & 3) == 0) {
+    // torch's offsets are multiples of 4 (it rounds every reservation up): then curand_init's state is
+    // the counter (offset / 4 in its low, sub in its high words) with no partial block, and the k-th
+    // curand_normal4 call is Box-Muller on Philox(counter + k), k = q / 4. The same functions curand
+    // uses, without the blocks curand_init and curand4 compute and this value never reads.
+    curandStatePhilox4_32_10_t s;
+    s.ctr = make_uint4(0, 0, 0, 0);
+    Philox_State_Incr_hi(&s, sub);
+    Philox_State_Incr(&s, offset / 4);
+    for (uint64_t k = 0; k < q / 4; ++k) Philox_State_Incr(&s);
+    const uint4 r = curand_Philox4x32_10(s.ctr, make_uint2((uint32_t)seed, (uint32_t)(seed >> 32)));
+    const float2 bm = c < 2 ? _curand_box_muller(r.x, r.y) : _curand_box_muller(r.z, r.w);
+    v = c & 1 ? bm.y : bm.x;
+  } else {   // any other offset: curand's calls as they are
+    curandStatePhilox4_32_10_t s;
+    curand_init(seed, sub, offset, &s);
+    float4 r = curand_normal4(&s);
+    for (uint64_t k = 0; k < q / 4; ++k) r = curand_normal4(&s);
+    v = c == 0 ? r.x : c == 1 ? r.y : c == 2 ? r.z : r.w;
+  }
   return v * 1.0f + 0.0f;   // torch's `v * std + mean`: turns -0 into +0
 }
 
@@ -1648,7 +1666,11 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #endif
         if (ci < P::NOISE_EVERY * L && ci % P::NOISE_EVERY == 0) {   // eps of row pt, column j (0 past B)
           const int j = ci / P::NOISE_EVERY, row = row0 + pt;
+#ifdef VAE_WG_NO_NOISE   // dev: no draws (wrong results)
+          const float e = 0.f;
+#else
           const float e = row < B ? draw((uint64_t)row * L + j) : 0.f;
+#endif
           asm volatile("st.global.f32 [%0], %1;" :: "l"(eps_buf + j * BM + pt), "f"(e) : "memory");
           if (j == L - 1) mbar_arrive(nfull);   // release: layer 2's loads after its wait see the values
         }
