@@ -1624,9 +1624,11 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     mbar_init_count(pfree, C > 1 ? C - 1 : 1);
     mbar_fence_init();   // the inits visible to the async proxy (bulk copies' byte counts) and the cluster
   }
+#ifndef VAE_WG_NO_WSPLIT   // dev: no split and no grid sync, the workspace as it was (wrong results)
   ws_split_weights(ws, We, Wmu, Wlv, W1, W2);
   asm volatile("fence.proxy.async.global;" ::: "memory");   // generic writes -> other blocks' bulk copies
   cg::this_grid().sync();
+#endif
   for (int i = tid; i < WROWS_ALL; i += wg::THREADS)   // L2 reads (written by other blocks in this launch)
     asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(isc[i]) : "l"(reinterpret_cast<const float*>(ws + WS_SCALES) + i));
   if constexpr (C > 1) cg::this_cluster().sync();   // the peers' mbarriers initialized before any remote arrival
