@@ -1279,6 +1279,7 @@ struct WgSmem {   // bytes
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
 };
 
+// >>> fp16 helpers (tools/tf32_mma.py reads this block for the probes)
 // v0, v1 (k even, odd) -> hi = their FP16 pair (round to nearest), lo = the FP16 pair of v - hi:
 // hi + lo holds 22 of v's bits (the product terms hi hi + hi lo + lo hi keep fp32-level error) while
 // |v| < 65504 and lo is normal; below that lo's absolute error is at most 2^-25.
@@ -1290,6 +1291,7 @@ __device__ __forceinline__ void split16(float v0, float v1, uint32_t& hi, uint32
       " sub.f32 f0, %2, f0; sub.f32 f1, %3, f1;\n"
       " cvt.rn.f16x2.f32 %1, f1, f0; }" : "=r"(hi), "=r"(lo) : "f"(v0), "f"(v1));
 }
+// <<< fp16 helpers
 
 // Every call, before any tile: one warp per weight row (wg::WROWS_ALL rows, the layers in order) finds
 // its largest |w| and so the row's power-of-two scale s (largest |w| s in [2^14, 2^15): FP16's range,

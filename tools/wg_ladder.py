@@ -21,6 +21,7 @@ import torch
 from torch.utils.cpp_extension import load_inline
 
 from hgmma_peak import PRELUDE, _wgmma
+from tf32_mma import F16_HELPERS
 
 # (name, chains, LDSA, PIPE, COPY, PREC): PREC 0 = 3xTF32 (6 wgmma m64nNk8 per 16-wide chunk), 1 = the
 # same 3 products in FP16 (v = hi + lo, both FP16: 3 wgmma m64nNk16 per chunk, B rows 64 bytes of hi | lo),
@@ -57,17 +58,7 @@ def _wgmma_f16(n: int) -> str:
 
 CUDA = PRELUDE + "".join(_wgmma(n, False) + _wgmma_f16(n) for n in (64, 128)) + f"""
 constexpr int N = {N}, NS = {NS}, NSRC = {NSRC}, B_BYTES = {B_BYTES}, A_BYTES = {A_BYTES}, STAGE = {STAGE};
-""" + r"""
-// v0, v1 (k even, odd) -> hi = fp16 pair, lo = fp16 pair of the remainders (scaled by 2^11)
-__device__ __forceinline__ void split16(float v0, float v1, uint32_t& hi, uint32_t& lo) {
-  asm("{ .reg .f16 h0, h1; .reg .f32 f0, f1;\n"
-      " cvt.rn.f16x2.f32 %0, %3, %2;\n"
-      " mov.b32 {h0, h1}, %0;\n"
-      " cvt.f32.f16 f0, h0; cvt.f32.f16 f1, h1;\n"
-      " sub.f32 f0, %2, f0; sub.f32 f1, %3, f1;\n"
-      " mul.f32 f0, f0, 0f45000000; mul.f32 f1, f1, 0f45000000;\n"
-      " cvt.rn.f16x2.f32 %1, f1, f0; }" : "=r"(hi), "=r"(lo) : "f"(v0), "f"(v1));
-}
+""" + F16_HELPERS + r"""
 template <int CHAINS, bool LDSA, bool PIPE, bool COPY, int PREC>
 __global__ void __launch_bounds__(288, 1) ladder(const uint8_t* wsrc, const uint8_t* xsrc, float* sink,
                                                  int64_t* cycles, int iters) {
