@@ -119,7 +119,9 @@ _SOURCE_PATTERNS = [
     (r"\bos\.(fork|system|popen)\b|\bstd::thread\b|\bpthread_create\b", "warning", "uses threads or processes"),
     (r"\b(torch\.backends\.cuda\.matmul\.allow_tf32|set_float32_matmul_precision|allow_bf16|allow_fp16)\b",
      "warning", "changes torch's matmul precision"),
-    (r"__nv_bfloat16|__half\b|bfloat16|float16|wmma::|\.tf32|allow_tf32", "warning", "mentions reduced precision"),
+    # PTX operand types too (.f16 / .bf16 / fp8 in inline asm: cvt, mma, wgmma)
+    (r"__nv_bfloat16|__half\b|bfloat16|float16|wmma::|\.tf32|allow_tf32|\.(b?f16(x2)?|e4m3|e5m2)\b", "warning",
+     "mentions reduced precision"),
     (r"\bgc\.get_(objects|referrers|referents)\b|\bsys\._getframe\b|\binspect\.(stack|currentframe)\b|"
      r"\bsys\.modules\b|^\s*(import|from)\s+ctypes\b", "warning",
      "reaches into the process (gc, frames, sys.modules or ctypes): it could find the harness's state"),

@@ -232,6 +232,21 @@ def test_static_scan_patch_versus_setting(line, severity):
     assert [(f["line"], f["severity"]) for f in findings] == [(4, severity)]
 
 
+@pytest.mark.parametrize("line, warned", [
+    ('asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(a), "f"(b));', True),
+    ('"wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"', True),
+    ('"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1}"', True),
+    ('"cvt.rna.tf32.f32 %0, %1;"', True),
+    ('x = torch.rand(4, dtype=torch.float16)', True),
+    ('asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(d) : "f"(a), "f"(b), "f"(c));', False),
+    ('y = x.float()  # f16 in a comment without the PTX dot', False),
+])
+def test_static_scan_warns_about_reduced_precision_types(line, warned):
+    # as in a solution's CUDA source string (the scan reads those lines too)
+    findings = integrity.scan_source('CUDA_SRC = r"""\n' + line + '\n"""\n')
+    assert findings == ([{"line": 2, "severity": "warning", "message": "mentions reduced precision"}] if warned else [])
+
+
 @pytest.mark.parametrize("leftover_us, event_us, back_to_back_us, suspect", [
     (4.0, 20.0, 18.0, False),      # honest single kernel: the synchronize costs what it costs idle
     (5.0, 150.0, 140.0, False),    # honest eager forward, launch bound
