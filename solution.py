@@ -324,33 +324,66 @@ __device__ __forceinline__ void dot_rows(const float4 (&w)[(K / 4 + 31) / 32][U]
 // subsequence i % T and the reserved offset, and element i comes from its
 // (q/4)-th curand_normal4 call, component q % 4, where q = i / T.
 // ---------------------------------------------------------------------------
-__device__ __forceinline__ float torch_normal_at(uint64_t seed, uint64_t offset, uint64_t i, uint64_t T) {
-  uint64_t q, sub;   // i / T, i % T: in 32 bits where they fit (a 64-bit division is a long software loop)
+// q = i / T, sub = i % T: in 32 bits where they fit (a 64-bit division is a long software loop)
+__device__ __forceinline__ void noise_divmod(uint64_t i, uint64_t T, uint64_t& q, uint64_t& sub) {
   if (((i | T) >> 32) == 0) { q = (uint32_t)i / (uint32_t)T; sub = (uint32_t)i - (uint32_t)q * (uint32_t)T; }
   else { q = i / T; sub = i % T; }
+}
+// torch's offsets are multiples of 4 (it rounds every reservation up): then curand_init's state is the
+// counter (offset / 4 in its low, sub in its high words) with no partial block, and the k-th
+// curand_normal4 call is Box-Muller on Philox(counter + k), k = q / 4 (Philox_State_Incr adds k as a
+// 128-bit number, as k single increments would). The same functions curand uses, without the blocks
+// curand_init and curand4 compute and this value never reads, and one Box-Muller pair (selected before
+// the call: two calls under a select are both computed). Two steps, so that a run of draws does all
+// its Philox blocks (integer work, no branch: the chains interleave) before the Box-Muller steps (their
+// sqrtf branches to a slow path for special inputs, which ends a scheduling region).
+__device__ __forceinline__ uint2 philox_pair(uint64_t seed, uint64_t offset, uint64_t sub, uint64_t q) {
+  curandStatePhilox4_32_10_t s;
+  s.ctr = make_uint4(0, 0, 0, 0);
+  Philox_State_Incr_hi(&s, sub);
+  Philox_State_Incr(&s, offset / 4);
+  Philox_State_Incr(&s, q / 4);
+  const uint4 r = curand_Philox4x32_10(s.ctr, make_uint2((uint32_t)seed, (uint32_t)(seed >> 32)));
+  return q % 4 < 2 ? make_uint2(r.x, r.y) : make_uint2(r.z, r.w);
+}
+__device__ __forceinline__ float box_muller_pick(uint2 pair, uint64_t q) {
+  const float2 bm = _curand_box_muller(pair.x, pair.y);
+  return (q & 1 ? bm.y : bm.x) * 1.0f + 0.0f;   // torch's `v * std + mean`: turns -0 into +0
+}
+__device__ __forceinline__ float philox_normal(uint64_t seed, uint64_t offset, uint64_t sub, uint64_t q) {
+  return box_muller_pick(philox_pair(seed, offset, sub, q), q);
+}
+__device__ __forceinline__ float torch_normal_at(uint64_t seed, uint64_t offset, uint64_t i, uint64_t T) {
+  uint64_t q, sub;
+  noise_divmod(i, T, q, sub);
+  if ((offset & 3) == 0) return philox_normal(seed, offset, sub, q);
+  curandStatePhilox4_32_10_t s;   // any other offset: curand's calls as they are
+  curand_init(seed, sub, offset, &s);
+  float4 r = curand_normal4(&s);
+  for (uint64_t k = 0; k < q / 4; ++k) r = curand_normal4(&s);
   const int c = static_cast<int>(q % 4);
-  float v;
-  if ((offset & 3) == 0) {
-    // torch's offsets are multiples of 4 (it rounds every reservation up): then curand_init's state is
-    // the counter (offset / 4 in its low, sub in its high words) with no partial block, and the k-th
-    // curand_normal4 call is Box-Muller on Philox(counter + k), k = q / 4. The same functions curand
-    // uses, without the blocks curand_init and curand4 compute and this value never reads.
-    curandStatePhilox4_32_10_t s;
-    s.ctr = make_uint4(0, 0, 0, 0);
-    Philox_State_Incr_hi(&s, sub);
-    Philox_State_Incr(&s, offset / 4);
-    for (uint64_t k = 0; k < q / 4; ++k) Philox_State_Incr(&s);
-    const uint4 r = curand_Philox4x32_10(s.ctr, make_uint2((uint32_t)seed, (uint32_t)(seed >> 32)));
-    const float2 bm = c < 2 ? _curand_box_muller(r.x, r.y) : _curand_box_muller(r.z, r.w);
-    v = c & 1 ? bm.y : bm.x;
-  } else {   // any other offset: curand's calls as they are
-    curandStatePhilox4_32_10_t s;
-    curand_init(seed, sub, offset, &s);
-    float4 r = curand_normal4(&s);
-    for (uint64_t k = 0; k < q / 4; ++k) r = curand_normal4(&s);
-    v = c == 0 ? r.x : c == 1 ? r.y : c == 2 ? r.z : r.w;
+  return (c == 0 ? r.x : c == 1 ? r.y : c == 2 ? r.z : r.w) * 1.0f + 0.0f;
+}
+// Elements i0 .. i0 + N - 1 at once (N <= T): one division, then N independent chains.
+template <int N>
+__device__ __forceinline__ void torch_normal_run(uint64_t seed, uint64_t offset, uint64_t i0, uint64_t T, float (&v)[N]) {
+  if ((offset & 3) != 0) {
+#pragma unroll
+    for (int u = 0; u < N; ++u) v[u] = torch_normal_at(seed, offset, i0 + u, T);
+    return;
   }
-  return v * 1.0f + 0.0f;   // torch's `v * std + mean`: turns -0 into +0
+  uint64_t q, sub;
+  noise_divmod(i0, T, q, sub);
+  uint2 pair[N];
+  uint64_t qu[N];
+#pragma unroll
+  for (int u = 0; u < N; ++u) {
+    const bool wrap = sub + u >= T;   // the next round of torch's threads
+    qu[u] = wrap ? q + 1 : q;
+    pair[u] = philox_pair(seed, offset, wrap ? sub + u - T : sub + u, qu[u]);
+  }
+#pragma unroll
+  for (int u = 0; u < N; ++u) v[u] = box_muller_pick(pair[u], qu[u]);
 }
 
 // Test entry: fills out[0..n) exactly as torch.randn_like would.
@@ -368,6 +401,10 @@ struct Noise { const float* eps; };
 struct NoiseDraw {
   const float* eps;
   __device__ __forceinline__ float operator()(uint64_t i) const { return __ldg(eps + i); }
+  template <int N> __device__ __forceinline__ void run(uint64_t i0, float (&v)[N]) const {
+#pragma unroll
+    for (int u = 0; u < N; ++u) v[u] = __ldg(eps + i0 + u);
+  }
 };
 __device__ __forceinline__ NoiseDraw noise_source(const Noise& n) { return {n.eps}; }
 #else
@@ -375,12 +412,30 @@ struct Noise { at::PhiloxCudaState st; uint64_t threads; };
 struct NoiseDraw {
   uint64_t seed, offset, threads;
   __device__ __forceinline__ float operator()(uint64_t i) const { return torch_normal_at(seed, offset, i, threads); }
+  template <int N> __device__ __forceinline__ void run(uint64_t i0, float (&v)[N]) const {
+    torch_normal_run(seed, offset, i0, threads, v);
+  }
 };
 __device__ __forceinline__ NoiseDraw noise_source(const Noise& n) {
   const auto seeds = at::cuda::philox::unpack(n.st);
   return {std::get<0>(seeds), std::get<1>(seeds), n.threads};
 }
 #endif
+
+// Latent unit j of a row, every operation rounded as eager's: z = mu + exp(logvar / 2) eps, and the
+// KL sum's term 1 + logvar - mu^2 - exp(logvar).
+__device__ __forceinline__ float reparam_z(float mu, float lv, float eps) {
+  return __fadd_rn(mu, __fmul_rn(expf(__fmul_rn(0.5f, lv)), eps));
+}
+__device__ __forceinline__ float kl_term(float mu, float lv) {
+  return __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv));
+}
+// A row's three outputs (the rows of out (3, B)) from its recon sum and its kl = -0.5 sum of kl_term.
+__device__ __forceinline__ void store_row(float* __restrict__ out, int B, int row, float recon, float kl) {
+  out[row] = -(recon + kl);
+  out[(size_t)B + row] = recon;
+  out[2 * (size_t)B + row] = kl;
+}
 
 // torch's binary_cross_entropy term from log p and log(1 - p): both clamped at -100 before use
 __device__ __forceinline__ float bce_from_logs(float lp, float l1p, float xv) {
@@ -616,9 +671,8 @@ vae_elbo_kernel(const float* __restrict__ x,
     const float mu = smem[S::MULV + r * MULV_U + jj];
     const float lv = smem[S::MULV + r * MULV_U + L_SLICE + jj];
     const float eps = r < rows ? noise_source(noise)((uint64_t)(row0 + r) * L + j) : 0.f;
-    const float sd = expf(__fmul_rn(0.5f, lv));
-    const float z = __fadd_rn(mu, __fmul_rn(sd, eps));
-    const float klt = __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv));
+    const float z = reparam_z(mu, lv, eps);
+    const float klt = kl_term(mu, lv);
     smem[S::Z + r * L + j] = z;
 #pragma unroll
     for (int c = 1; c < CLUSTER; ++c) {
@@ -705,11 +759,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     for (int c = 0; c < CLUSTER; ++c) recon += smem[S::RECON + c * R + tid];
 #pragma unroll
     for (int j = 0; j < L; ++j) kls += smem[S::KL + tid * L + j];
-    const float kl = -0.5f * kls;
-    const int row = row0 + tid;
-    out[row] = -(recon + kl);
-    out[(size_t)B + row] = recon;
-    out[2 * (size_t)B + row] = kl;
+    store_row(out, B, row0 + tid, recon, -0.5f * kls);
   }
 }
 
@@ -934,9 +984,8 @@ vae_elbo_kernel_tile(const float* __restrict__ x,
       const float mu = smem[S::MULV + r * 2 * L + j];
       const float lv = smem[S::MULV + r * 2 * L + L + j];
       const float eps = r < rows ? draw((uint64_t)(row0 + r) * L + j) : 0.f;
-      const float sd = expf(__fmul_rn(0.5f, lv));
-      smem[S::Z + r * (L + 1) + j] = __fadd_rn(mu, __fmul_rn(sd, eps));
-      smem[S::KLT + r * (L + 1) + j] = __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv));
+      smem[S::Z + r * (L + 1) + j] = reparam_z(mu, lv, eps);
+      smem[S::KLT + r * (L + 1) + j] = kl_term(mu, lv);
     }
   }
   __syncthreads();
@@ -1060,11 +1109,7 @@ vae_elbo_kernel_tile(const float* __restrict__ x,
     float recon = smem[S::RS + tid];
 #pragma unroll
     for (int c = 0; c < S::TPR; ++c) recon += smem[S::TAIL + tid * S::TPR + c];
-    const float kl = smem[S::KLROW + tid];
-    const int row = row0 + tid;
-    out[row] = -(recon + kl);
-    out[(size_t)B + row] = recon;
-    out[2 * (size_t)B + row] = kl;
+    store_row(out, B, row0 + tid, recon, smem[S::KLROW + tid]);
   }
 }
 
@@ -1185,6 +1230,9 @@ static_assert(GROUP >= 1 && GROUP <= 4, "a group fits the stages");
 #define VAE_WG_CHAINS4 2                  // ... layer 4 (1, 2, 7)
 #endif
 constexpr int NS = 4;                     // stages
+#ifndef VAE_WG_NOISE_BATCH
+#define VAE_WG_NOISE_BATCH 2              // noise values a producer thread draws at once (1, 2, 4)
+#endif
 constexpr int WROWS = 128;                // rows of the largest weight chunk (a pass's columns)
 constexpr int N2 = 2 * L, N3 = 64;        // columns per pass of layers 2 and 3
 constexpr int KC1 = D / BK, KC2 = H / BK, KC3 = L / BK, KC4 = H / BK;   // chunks per pass
@@ -1217,11 +1265,12 @@ template <int C> struct Plan {
   static_assert(C == 1 || C == 2 || C == 4, "clusters of 1, 2 or 4");
   static constexpr int P1 = C == 1 ? 2 : 1, N1 = C == 4 ? 64 : 128, KC2R = KC2 / C, P3 = H / N3, P4 = C == 1 ? 7 : 8 / C;
   static constexpr int CHUNKS1 = P1 * KC1;
-  // The noise: during layer 1 the producers draw the tile's eps (producer thread t: row t, one value
-  // every NOISE_EVERY chunks), layer 2 reads it. The next tile's draws overwrite it only after layer 2
-  // read it: the producers run at most NS chunks ahead of the consumers.
-  static constexpr int NOISE_EVERY = C == 1 ? 3 : 1;
-  static_assert(BM == PRODUCERS && (L - 1) * NOISE_EVERY < CHUNKS1 && P3 * KC3 + P4 * KC4 >= NS, "the noise schedule");
+  // The noise: during layer 1 the producers draw the tile's eps (producer thread t: row t, NOISE_BATCH
+  // values at once, independent chains, every NOISE_EVERY chunks), layer 2 reads it. The next tile's
+  // draws overwrite it only after layer 2 read it: the producers run at most NS chunks ahead.
+  static constexpr int NOISE_BATCH = VAE_WG_NOISE_BATCH, NOISE_EVERY = (C == 1 ? 3 : 1) * NOISE_BATCH;
+  static_assert(BM == PRODUCERS && L % NOISE_BATCH == 0 && (L / NOISE_BATCH - 1) * NOISE_EVERY < CHUNKS1 &&
+                P3 * KC3 + P4 * KC4 >= NS, "the noise schedule");
   static_assert(P1 * N1 * C == H && KC2R * C == KC2 && N1 <= WROWS, "layers 1 and 2 covered");
   static constexpr int XBYTES = (C - 1) * BM * N2 * 4;   // partial mu | logvar bytes a rank receives per tile
   // h columns in ACT quarters (64 columns): rank r's own are quarters [4 / C r, 4 / C (r + 1)), so
@@ -1293,6 +1342,11 @@ __device__ __forceinline__ void split16(float v0, float v1, uint32_t& hi, uint32
 }
 // <<< fp16 helpers
 
+// The largest |component| of v (the split's row scales, the kernel's FP16 range check).
+__device__ __forceinline__ float abs_max(float4 v) {
+  return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+}
+
 // Every call, before any tile: one warp per weight row (wg::WROWS_ALL rows, the layers in order) finds
 // its largest |w| and so the row's power-of-two scale s (largest |w| s in [2^14, 2^15): FP16's range,
 // and lo normal for every w s above 2^-3 of the largest), writes w s as hi | lo FP16 into the
@@ -1318,7 +1372,7 @@ __device__ __forceinline__ void ws_split_weights(uint8_t* __restrict__ ws, const
     for (int i = 0; i < MAXU; ++i) {
       const int u = lane + 32 * i;
       w[i] = u < k4 ? __ldg(reinterpret_cast<const float4*>(src) + u) : make_float4(0.f, 0.f, 0.f, 0.f);
-      m = fmaxf(m, fmaxf(fmaxf(fabsf(w[i].x), fabsf(w[i].y)), fmaxf(fabsf(w[i].z), fabsf(w[i].w))));
+      m = fmaxf(m, abs_max(w[i]));
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
@@ -1351,9 +1405,6 @@ __device__ __forceinline__ void split_frags(float4 v0, float4 v1, uint32_t (&a)[
   split16(v1.x, v1.y, a[0][1], a[1][1]);
   split16(v0.z, v0.w, a[0][2], a[1][2]);
   split16(v1.z, v1.w, a[0][3], a[1][3]);
-}
-__device__ __forceinline__ float abs_max(float4 v) {
-  return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 }
 // ACT row r's columns 16 kc + 4q .. 16 kc + 4q + 3 (chunk kc's values for split_frags), one 16-byte load.
 __device__ __forceinline__ float4 act_frag(const float* act, int kc, int r, int q) {
@@ -1538,8 +1589,8 @@ __device__ __forceinline__ void wg_exact_row(const float* __restrict__ x, const 
   }
   mu += __ldg(bmu + lane);
   lv += __ldg(blv + lane);
-  const float z = __fadd_rn(mu, __fmul_rn(expf(__fmul_rn(0.5f, lv)), draw((uint64_t)row * L + lane)));
-  float acc[2] = {0.f, __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv))};   // recon, KL terms
+  const float z = reparam_z(mu, lv, draw((uint64_t)row * L + lane));
+  float acc[2] = {0.f, kl_term(mu, lv)};   // recon, KL terms
   float d[HI] = {};
 #pragma unroll 1
   for (int j4 = 0; j4 < L / 4; ++j4) {   // z units 4 j4 .. 4 j4 + 3
@@ -1562,12 +1613,7 @@ __device__ __forceinline__ void wg_exact_row(const float* __restrict__ x, const 
     if (lane < 4) acc[0] += bce_term(l + __ldg(b2 + p0 + lane), __ldg(xr + p0 + lane));
   }
   warp_allsum(acc);
-  if (lane == 0 && row < B) {
-    const float k = -0.5f * acc[1];
-    out[row] = -(acc[0] + k);
-    out[(size_t)B + row] = acc[0];
-    out[2 * (size_t)B + row] = k;
-  }
+  if (lane == 0 && row < B) store_row(out, B, row, acc[0], -0.5f * acc[1]);
 }
 
 // Persistent, launched cooperatively in clusters of C blocks (C = 1: no cluster): every block first
@@ -1668,15 +1714,18 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(smem_u32(&xfull[c % NS])) : "memory");
         }
 #endif
-        if (ci < P::NOISE_EVERY * L && ci % P::NOISE_EVERY == 0) {   // eps of row pt, column j (0 past B)
-          const int j = ci / P::NOISE_EVERY, row = row0 + pt;
-#ifdef VAE_WG_NO_NOISE   // dev: no draws (wrong results)
-          const float e = 0.f;
-#else
-          const float e = row < B ? draw((uint64_t)row * L + j) : 0.f;
+        if (ci < P::NOISE_EVERY * (L / P::NOISE_BATCH) && ci % P::NOISE_EVERY == 0) {   // eps of row pt (0 past B)
+          const int j0 = ci / P::NOISE_EVERY * P::NOISE_BATCH, row = row0 + pt;   // columns j0 ..
+          float e[P::NOISE_BATCH];
+#pragma unroll
+          for (int u = 0; u < P::NOISE_BATCH; ++u) e[u] = 0.f;
+#ifndef VAE_WG_NO_NOISE   // dev: no draws (wrong results)
+          if (row < B) draw.run((uint64_t)row * L + j0, e);
 #endif
-          asm volatile("st.global.f32 [%0], %1;" :: "l"(eps_buf + j * BM + pt), "f"(e) : "memory");
-          if (j == L - 1) mbar_arrive(nfull);   // release: layer 2's loads after its wait see the values
+#pragma unroll
+          for (int u = 0; u < P::NOISE_BATCH; ++u)
+            asm volatile("st.global.f32 [%0], %1;" :: "l"(eps_buf + (j0 + u) * BM + pt), "f"(e[u]) : "memory");
+          if (j0 + P::NOISE_BATCH == L) mbar_arrive(nfull);   // release: layer 2's loads after its wait see the values
         }
         ++c, ++ci;
       };
@@ -1774,8 +1823,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         const int r = rw + acc_row(i), j = acc_col(i, q);
         const float mu = __fmaf_rn(sum[i], isc[SC2 + j], __ldg(bmu + j));
         const float lv = __fmaf_rn(sum[i + N2 / 4], isc[SC2 + L + j], __ldg(blv + j));
-        act[z_at(r, j)] = __fadd_rn(mu, __fmul_rn(expf(__fmul_rn(0.5f, lv)), eps[i]));
-        kl[(i >> 1) & 1] += __fsub_rn(__fsub_rn(__fadd_rn(1.f, lv), __fmul_rn(mu, mu)), expf(lv));
+        act[z_at(r, j)] = reparam_z(mu, lv, eps[i]);
+        kl[(i >> 1) & 1] += kl_term(mu, lv);
       }
     }
     consumers_sync();
@@ -1866,12 +1915,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #ifdef VAE_WG_NO_EXACT   // dev: no fp32 fallback (wrong results where activations leave FP16's range)
         exact[h] = false;
 #endif
-        if (q == 0 && row < B && !exact[h]) {
-          const float k = -0.5f * kl[h];
-          out[row] = -(recon[h] + k);
-          out[(size_t)B + row] = recon[h];
-          out[2 * (size_t)B + row] = k;
-        }
+        if (q == 0 && row < B && !exact[h]) store_row(out, B, row, recon[h], -0.5f * kl[h]);
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h)   // the warp's flagged rows one by one (lane 4 g + 0 has row rw + g)
