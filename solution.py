@@ -27,11 +27,12 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
   the two big layers as register-tiled SGEMMs streamed through shared memory.
 - vae_elbo_kernel_wg<C> (rows_per_tile 128, or 128 + C; B from 1280): persistent and cooperative,
   one block per SM, in clusters of C = 4, 2 or 1 blocks (the largest whose clusters all run at once).
-  It first splits every weight row, scaled by a power of two into FP16's range, into hi + lo FP16
-  parts in a workspace (1.7 MB, per call), grid sync, then each cluster takes 128-row tiles, rank r its share of layer 1's hidden units and of the
-  pixels, layer 2 over its own hidden units (the partial sums exchanged by st.async), layer 3 whole.
-  Per block: 4 producer warps stream 16-column weight chunks (bulk copies)
-  and x (cp.async) through 4 stages on mbarriers and draw the tile's noise during layer 1 (into
+  Every block first draws its share of its cluster's first tile's noise, then splits weight rows,
+  scaled by a power of two into FP16's range, into hi + lo FP16 parts in a workspace (1.7 MB, per
+  call), grid sync, then each cluster takes 128-row tiles, rank r its share of layer 1's hidden units
+  and of the pixels, layer 2 over its own hidden units (the partial sums exchanged by st.async),
+  layer 3 whole. Per block: 4 producer warps stream 16-column weight chunks (bulk copies)
+  and x (cp.async) through 4 stages on mbarriers and draw later tiles' noise during layer 1 (into
   16 KB of workspace per block); 2 consumer warpgroups run all four layers on
   warpgroup MMA (wgmma FP16: lo hi + hi lo + hi hi, each chunk's product added into fp32 sums: the
   tensor core's own accumulation is short of fp32), the BCE from the logits on the SFU (bce_term_sp).
@@ -1121,13 +1122,13 @@ vae_elbo_kernel_tile(const float* __restrict__ x,
 // scaled by a power of two), three wgmma m64nNk16 per chunk (lo*hi, hi*lo, hi*hi); the epilogues undo
 // the scale exactly. Warps 8-11 stream the weight chunks (split once per call into a workspace: one
 // bulk copy each) and layer 1's x chunks (cp.async) into NS stages, and draw each tile's noise during
-// layer 1; full / empty mbarriers hand stages over, so the two warpgroups and the producers run
-// decoupled. Layers, with N columns per pass:
+// layer 1 (C = 4: the first tile's at entry); full / empty mbarriers hand stages over, so the two
+// warpgroups and the producers run decoupled. Layers, with N columns per pass (C = 1; Plan for C > 1):
 //   1  h = relu(x We^T + be)        2 passes of N = 128, 49 chunks each                -> ACT
 //   2  mu | logvar = h Wml^T + b    N = 64, 16 chunks; z, KL in registers              -> Z
 //   3  d = relu(z W1^T + b1)        4 passes of N = 64, 2 chunks each                  -> ACT
-//   4  logits = d W2^T + b2         7 passes of N = 112 pixels, 16 chunks each; sigmoid + BCE
-//      and the row sums in registers; the reconstruction never leaves the chip.
+//   4  logits = d W2^T + b2         7 passes of N = 112 pixels, 16 chunks each;
+//      sigmoid + BCE and the row sums in registers; the reconstruction never leaves the chip.
 // ---------------------------------------------------------------------------
 #define C8(i) "+f"(c[i]), "+f"(c[i + 1]), "+f"(c[i + 2]), "+f"(c[i + 3]), "+f"(c[i + 4]), "+f"(c[i + 5]), \
               "+f"(c[i + 6]), "+f"(c[i + 7])
@@ -1151,6 +1152,15 @@ __device__ __forceinline__ void wgmma_f16(float (&c)[56], const uint32_t (&a)[4]
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55"
       "}, {%56, %57, %58, %59}, %60, p, 1, 1, 0; }"
       : C8(0), C8(8), C8(16), C8(24), C8(32), C8(40), C8(48)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
+__device__ __forceinline__ void wgmma_f16(float (&c)[36], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %41, 0; wgmma.mma_async.sync.aligned.m64n72k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35"
+      "}, {%36, %37, %38, %39}, %40, p, 1, 1, 0; }"
+      : C8(0), C8(8), C8(16), C8(24), "+f"(c[32]), "+f"(c[33]), "+f"(c[34]), "+f"(c[35])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 #endif
 }
@@ -1249,7 +1259,8 @@ constexpr int WS_BYTES = WS_SCALES + WROWS_ALL * 4;
 static_assert(WS_BYTES % 16 == 0, "the noise buffers after the workspace stay 16-byte aligned");
 static_assert(D % BK == 0 && H % BK == 0 && L % BK == 0, "whole K-chunks");
 static_assert(WROWS == PRODUCERS && (BM * 4) % PRODUCERS == 0, "a weight row per producer thread");
-constexpr int NOISE_BYTES = BM * L * 4;   // per block after the workspace: the tile's eps, [L][BM]
+constexpr int NOISE_BYTES = BM * L * 4;   // per block after the workspace: the tile's eps, [L][BM];
+                                          // then per cluster: its first tile's eps (drawn at entry)
 
 // Each 128-row tile is split over a cluster of C blocks (C = 1, 2, 4): rank r computes its share of
 // layer 1's hidden units and of layer 4's pixels for all 128 rows, layer 2 over its own hidden units
@@ -1259,15 +1270,36 @@ constexpr int NOISE_BYTES = BM * L * 4;   // per block after the workspace: the 
 //   layer 1  P1 passes of N1: C = 1: 2 x 128; C = 2: 128 (units 128 r ..); C = 4: 64 (units 64 r ..)
 //   layer 2  1 pass of 64 over K-chunks [KC2 / C r, KC2 / C (r + 1))
 //   layer 3  4 passes of 64
-//   layer 4  C = 1: 7 x 112; else 784 / C pixels +-8 in passes of 96, rank 0's first one 112 wide
-//            (C = 2: 0-399 | 400-783; C = 4: 0-207 | 208-399 | 400-591 | 592-783)
+//   layer 4  C = 1: 7 x 112; else 784 / C pixels +-8, rank 0's first pass 16 wider (C = 2: 0-399 |
+//            400-783 in 3 passes of 128; C = 4: 0-207 | 208-399 | 400-591 | 592-783 in 2 of 96).
+//            A chunk costs about the same from 96 to 144 columns (its fixed steps dominate), so wide
+//            passes pay at C = 2 (4096: 83.9 -> 82.2 µs, 8192: 84.4 -> 82.9); at C = 1 144 + 5 x 128
+//            was slower (16384: 145.4 -> 152.4). Past WROWS rows a layer-4 pass's weights run on into
+//            the stage's x part, which only layer 1 uses.
+#if defined(VAE_WG_N4_OLD)   // dev: C = 2's passes before (112 + 3 x 96 | 4 x 96)
+constexpr int W4 = 96;
+#else
+constexpr int W4 = 128;
+#endif
+#ifndef VAE_WG_N4_C1
+#define VAE_WG_N4_C1 112                  // C = 1's pass width (112: 7 passes; 128: 144 + 5 x 128)
+#endif
+constexpr int W4_C1 = VAE_WG_N4_C1;
 template <int C> struct Plan {
   static_assert(C == 1 || C == 2 || C == 4, "clusters of 1, 2 or 4");
-  static constexpr int P1 = C == 1 ? 2 : 1, N1 = C == 4 ? 64 : 128, KC2R = KC2 / C, P3 = H / N3, P4 = C == 1 ? 7 : 8 / C;
+  static constexpr int P1 = C == 1 ? 2 : 1, N1 = C == 4 ? 64 : 128, KC2R = KC2 / C, P3 = H / N3;
+  static constexpr int WP = C == 4 ? 96 : C == 2 ? W4 : W4_C1;       // layer 4's pass width,
+  static constexpr int EXTRA = C == 1 && WP == 112 ? 0 : 16;          // rank 0's first pass WP + EXTRA,
+  static constexpr int P4 = (D - EXTRA) / C / WP;                     // passes per rank
   static constexpr int CHUNKS1 = P1 * KC1;
   // The noise: during layer 1 the producers draw the tile's eps (producer thread t: row t, NOISE_BATCH
   // values at once, independent chains, every NOISE_EVERY chunks), layer 2 reads it. The next tile's
   // draws overwrite it only after layer 2 read it: the producers run at most NS chunks ahead.
+  // EARLY_NOISE: a cluster's first tile's eps is drawn at kernel entry instead, by every thread of its
+  // blocks (draw_first_tile), before the weight split. That won at C = 4 (B = 2048: 67.9 -> 61.1 µs)
+  // and lost at C = 2 and 1 (4096: 84.1 -> 85.2; 16384: 147.0 -> 164.8): a draw is ~170 instructions,
+  // so the entry's 4096 / C draws per block cost 3 K (C = 4) to 18 K (C = 1) cycles.
+  static constexpr bool EARLY_NOISE = C == 4;
   static constexpr int NOISE_BATCH = VAE_WG_NOISE_BATCH, NOISE_EVERY = (C == 1 ? 3 : 1) * NOISE_BATCH;
   static_assert(BM == PRODUCERS && L % NOISE_BATCH == 0 && (L / NOISE_BATCH - 1) * NOISE_EVERY < CHUNKS1 &&
                 P3 * KC3 + P4 * KC4 >= NS, "the noise schedule");
@@ -1277,12 +1309,13 @@ template <int C> struct Plan {
   // peer s's partial sums (64 columns) fit in quarter 4 / C s of every other rank's ACT
   __device__ static int n1(int rank, int p) { return (rank * P1 + p) * N1; }
   __device__ static int part_col(int s) { return (4 / C) * s * 64; }
-  __device__ static int w4(int rank, int p) { return C == 1 || (rank == 0 && p == 0) ? 112 : 96; }
+  __device__ static int w4(int rank, int p) { return rank == 0 && p == 0 ? WP + EXTRA : WP; }
   __device__ static int n4(int rank, int p) {
-    return C == 1 ? 112 * p : rank == 0 ? (p == 0 ? 0 : 16 + 96 * p) : 16 + (D - 16) / C * rank + 96 * p;
+    return rank == 0 ? (p == 0 ? 0 : EXTRA + WP * p) : EXTRA + (D - EXTRA) / C * rank + WP * p;
   }
+  static_assert(EXTRA + C * P4 * WP == D && (D - EXTRA) / C == P4 * WP, "layer 4 covered");
+  static_assert(WP + EXTRA <= WROWS + BM, "a layer-4 pass's weight rows fit a stage (W and x parts)");
 };
-static_assert(16 + (D - 16) / 2 + 4 * 96 == D && 16 + (D - 16) / 4 * 3 + 2 * 96 == D && 7 * 112 == D, "layer 4 covered");
 
 
 // Byte offset of 16-byte unit u of weight row n in a chunk (units 0, 1: hi at k positions 0-7, 8-15;
@@ -1347,54 +1380,126 @@ __device__ __forceinline__ float abs_max(float4 v) {
   return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 }
 
-// Every call, before any tile: one warp per weight row (wg::WROWS_ALL rows, the layers in order) finds
-// its largest |w| and so the row's power-of-two scale s (largest |w| s in [2^14, 2^15): FP16's range,
-// and lo normal for every w s above 2^-3 of the largest), writes w s as hi | lo FP16 into the
+// Every call, before any tile, each weight row (wg::WROWS_ALL rows, the layers in order) by one warp:
+// its largest |w| gives the row's power-of-two scale s (largest |w| s in [2^14, 2^15): FP16's range,
+// and lo normal for every w s above 2^-3 of the largest); w s goes as hi | lo FP16 into the
 // workspace's layout (64-byte swizzled rows, as in a stage; k in the chunk order above) and 1 / s into
 // the scale table; the epilogues multiply the sums by it (exact: a power of two). The producers then
 // move each pass's chunk with one bulk copy.
+struct WRow { wg::Layer l; const float* src; int n, k4; };   // row n of layer l, k4 float4 units from src
+__device__ __forceinline__ WRow w_row(int row, const float* We, const float* Wmu, const float* Wlv,
+                                      const float* W1, const float* W2) {
+  using namespace wg;
+  if (row < SC2) return {WL1, We + (size_t)row * D, row, D / 4};
+  if (row < SC3) { const int n = row - SC2; return {WL2, n < L ? Wmu + n * H : Wlv + (n - L) * H, n, H / 4}; }
+  if (row < SC4) { const int n = row - SC3; return {WL3, W1 + n * L, n, L / 4}; }
+  const int n = row - SC4;
+  return {WL4, W2 + (size_t)n * H, n, H / 4};
+}
+template <int U> __device__ __forceinline__ void w_load(const WRow& r, int lane, float4 (&w)[U]) {
+#pragma unroll
+  for (int i = 0; i < U; ++i) {
+    const int u = lane + 32 * i;
+    w[i] = u < r.k4 ? __ldg(reinterpret_cast<const float4*>(r.src) + u) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+template <int U> __device__ __forceinline__ void w_split(uint8_t* __restrict__ ws, const WRow& r, int row, int lane,
+                                                         const float4 (&w)[U]) {
+  using namespace wg;
+  float m = 0.f;
+#pragma unroll
+  for (int i = 0; i < U; ++i) m = fmaxf(m, abs_max(w[i]));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  const uint32_t e = __float_as_uint(m) >> 23;   // m's biased exponent: m in [2^(e - 127), 2^(e - 126))
+  const bool scaled = e >= 15 && e <= 254;       // else 0, tiny (< 2^-112), inf or nan: s = 1
+  const float sc = scaled ? __uint_as_float((268u - e) << 23) : 1.f;     // 2^(141 - e)
+  const float inv = scaled ? __uint_as_float((e - 14u) << 23) : 1.f;     // 2^(e - 141)
+#pragma unroll
+  for (int i = 0; i < U; ++i) {
+    const int u = lane + 32 * i, v = u & 3;   // columns 4v .. 4v + 3 of chunk u / 4
+    if (u >= r.k4) break;
+    uint8_t* dst = ws + ws_at(r.l, u >> 2, 0);
+    uint32_t hi0, lo0, hi1, lo1;
+    split16(w[i].x * sc, w[i].y * sc, hi0, lo0);   // k positions 2v, 2v + 1
+    split16(w[i].z * sc, w[i].w * sc, hi1, lo1);   // 2v + 8, 2v + 9
+    *reinterpret_cast<uint32_t*>(dst + b_unit(r.n, 0) + 4 * v) = hi0;
+    *reinterpret_cast<uint32_t*>(dst + b_unit(r.n, 1) + 4 * v) = hi1;
+    *reinterpret_cast<uint32_t*>(dst + b_unit(r.n, 2) + 4 * v) = lo0;
+    *reinterpret_cast<uint32_t*>(dst + b_unit(r.n, 3) + 4 * v) = lo1;
+  }
+  if (lane == 0) reinterpret_cast<float*>(ws + WS_SCALES)[row] = inv;
+}
+// The grid's warps: the first WL (H of them where there are twice as many warps) take layer 1's rows
+// (K = 784), one at a time; the others take the rest (K <= 256) three at a time, all three rows'
+// loads in flight at once. So a warp does at most one long row or three short ones (with 64 blocks:
+// 784 or 768 floats; one row after another, 1040).
 __device__ __forceinline__ void ws_split_weights(uint8_t* __restrict__ ws, const float* We, const float* Wmu,
                                                  const float* Wlv, const float* W1, const float* W2) {
   using namespace wg;
-  constexpr int MAXU = (D / 4 + 31) / 32;   // float4 units per lane, the longest row (K = 784)
+  constexpr int SHORT = WROWS_ALL - H, G = 3;
   const int lane = threadIdx.x & 31, warps = gridDim.x * blockDim.x / 32;
-  for (int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32; row < WROWS_ALL; row += warps) {
-    Layer l;
-    const float* src;
-    int n, k4;   // row n of layer l, k4 float4 units
-    if (row < SC2) { l = WL1; n = row; src = We + (size_t)n * D; k4 = D / 4; }
-    else if (row < SC3) { l = WL2; n = row - SC2; src = n < L ? Wmu + n * H : Wlv + (n - L) * H; k4 = H / 4; }
-    else if (row < SC4) { l = WL3; n = row - SC3; src = W1 + n * L; k4 = L / 4; }
-    else { l = WL4; n = row - SC4; src = W2 + (size_t)n * H; k4 = H / 4; }
-    float4 w[MAXU];
-    float m = 0.f;
-#pragma unroll
-    for (int i = 0; i < MAXU; ++i) {
-      const int u = lane + 32 * i;
-      w[i] = u < k4 ? __ldg(reinterpret_cast<const float4*>(src) + u) : make_float4(0.f, 0.f, 0.f, 0.f);
-      m = fmaxf(m, abs_max(w[i]));
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    const uint32_t e = __float_as_uint(m) >> 23;   // m's biased exponent: m in [2^(e - 127), 2^(e - 126))
-    const bool scaled = e >= 15 && e <= 254;       // else 0, tiny (< 2^-112), inf or nan: s = 1
-    const float sc = scaled ? __uint_as_float((268u - e) << 23) : 1.f;     // 2^(141 - e)
-    const float inv = scaled ? __uint_as_float((e - 14u) << 23) : 1.f;     // 2^(e - 141)
-#pragma unroll
-    for (int i = 0; i < MAXU; ++i) {
-      const int u = lane + 32 * i, v = u & 3;   // columns 4v .. 4v + 3 of chunk u / 4
-      if (u >= k4) break;
-      uint8_t* dst = ws + ws_at(l, u >> 2, 0);
-      uint32_t hi0, lo0, hi1, lo1;
-      split16(w[i].x * sc, w[i].y * sc, hi0, lo0);   // k positions 2v, 2v + 1
-      split16(w[i].z * sc, w[i].w * sc, hi1, lo1);   // 2v + 8, 2v + 9
-      *reinterpret_cast<uint32_t*>(dst + b_unit(n, 0) + 4 * v) = hi0;
-      *reinterpret_cast<uint32_t*>(dst + b_unit(n, 1) + 4 * v) = hi1;
-      *reinterpret_cast<uint32_t*>(dst + b_unit(n, 2) + 4 * v) = lo0;
-      *reinterpret_cast<uint32_t*>(dst + b_unit(n, 3) + 4 * v) = lo1;
-    }
-    if (lane == 0) reinterpret_cast<float*>(ws + WS_SCALES)[row] = inv;
+  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+#ifdef VAE_WG_SPLIT_STRIDE   // dev: the rows in order, one per warp at a time (the split of 2343944)
+  for (int row = warp; row < WROWS_ALL; row += warps) {
+    const WRow r = w_row(row, We, Wmu, Wlv, W1, W2);
+    float4 w[(D / 4 + 31) / 32];
+    w_load(r, lane, w);
+    w_split(ws, r, row, lane, w);
   }
+  return;
+#endif
+  const int wl = warps >= 2 * H ? H : warps / 2, wsh = warps - wl;   // warps for long / short rows
+  if (warp < wl) {
+    for (int row = warp; row < H; row += wl) {
+      const WRow r = w_row(SC1 + row, We, Wmu, Wlv, W1, W2);
+      float4 w[(D / 4 + 31) / 32];
+      w_load(r, lane, w);
+      w_split(ws, r, SC1 + row, lane, w);
+    }
+    return;
+  }
+  for (int s0 = warp - wl; s0 < SHORT; s0 += G * wsh) {
+    WRow r[G];
+    float4 w[G][(H / 4 + 31) / 32];
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+      const int row = SC2 + min(s0 + j * wsh, SHORT - 1);   // past the end: a repeat, not split
+      r[j] = w_row(row, We, Wmu, Wlv, W1, W2);
+      w_load(r[j], lane, w[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < G; ++j)
+      if (s0 + j * wsh < SHORT) w_split(ws, r[j], SC2 + s0 + j * wsh, lane, w[j]);
+  }
+}
+
+// The cluster's first tile's noise at kernel entry (the producers draw later tiles' during layer 1):
+// rank r of C the columns [L / C r, L / C (r + 1)) of all BM rows into eps0 ([L][BM], the cluster's),
+// by every thread of the block, runs of 4 columns of one row (independent chains; rows fastest, so a
+// warp's stores are coalesced). Rows past B draw row B - 1's values (never stored as outputs).
+// Layer 2 reads eps0 after the cluster barrier that follows the weight split.
+template <int C>
+__device__ __forceinline__ void draw_first_tile(float* __restrict__ eps0, const NoiseDraw& draw, int row0, int B, int rank) {
+  using namespace wg;
+  constexpr int UNITS = BM * (L / C / 4), ROUNDS = (UNITS + wg::THREADS - 1) / wg::THREADS;
+  float e[ROUNDS][4];
+  int at[ROUNDS];
+#pragma unroll
+  for (int k = 0; k < ROUNDS; ++k) {
+    const int u = min((int)threadIdx.x + k * wg::THREADS, UNITS - 1), r = u % BM, j0 = rank * (L / C) + 4 * (u / BM);
+    at[k] = j0 * BM + r;
+#ifdef VAE_WG_NO_NOISE   // dev: no draws (wrong results)
+    for (int v = 0; v < 4; ++v) e[k][v] = 0.f;
+#else
+    draw.run((uint64_t)min(row0 + r, B - 1) * L + j0, e[k]);
+#endif
+  }
+#pragma unroll
+  for (int k = 0; k < ROUNDS; ++k)
+    if (threadIdx.x + k * wg::THREADS < UNITS)
+#pragma unroll
+      for (int v = 0; v < 4; ++v) eps0[at[k] + v * BM] = e[k][v];
 }
 
 // A fragments of a chunk (m16n8k16 layout: pairs (row r0, k 2q..), (r0 + 8, 2q..), (r0, 2q + 8..),
@@ -1653,11 +1758,12 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   uint64_t* pfull = nfull + 1;    // cluster: the peers' partial mu | logvar sums landed (bytes; one local arrival)
   uint64_t* rfull = pfull + 1;    // ... their recon sums (rank 0)
   uint64_t* pfree = rfull + 1;    // ... every peer finished the last tile (one arrival each)
-  float* eps_buf = reinterpret_cast<float*>(ws + WS_BYTES + (size_t)blockIdx.x * NOISE_BYTES);   // [L][BM]
   const int tid = threadIdx.x, lane = tid & 31, q = lane & 3;
   const int tiles = (B + BM - 1) / BM;
   const int rank = C == 1 ? 0 : (int)cg::this_cluster().block_rank();
   const int cluster = blockIdx.x / C, clusters = gridDim.x / C;
+  float* eps_buf = reinterpret_cast<float*>(ws + WS_BYTES + (size_t)blockIdx.x * NOISE_BYTES);   // [L][BM]
+  float* eps0 = reinterpret_cast<float*>(ws + WS_BYTES + ((size_t)gridDim.x + cluster) * NOISE_BYTES);   // first tile's
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if (tid == 0) __trap();   // built without sm_90a: no wgmma
 #endif
@@ -1672,6 +1778,13 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     mbar_init_count(pfree, C > 1 ? C - 1 : 1);
     mbar_fence_init();   // the inits visible to the async proxy (bulk copies' byte counts) and the cluster
   }
+#ifdef VAE_PROFILE
+  const long long t_entry = clock64();
+#endif
+  if (P::EARLY_NOISE && cluster < tiles) draw_first_tile<C>(eps0, noise_source(noise), cluster * BM, B, rank);
+#ifdef VAE_PROFILE
+  const long long t_drawn = clock64();
+#endif
 #ifndef VAE_WG_NO_WSPLIT   // dev: no split and no grid sync, the workspace as it was (wrong results)
   ws_split_weights(ws, We, Wmu, Wlv, W1, W2);
   asm volatile("fence.proxy.async.global;" ::: "memory");   // generic writes -> other blocks' bulk copies
@@ -1680,7 +1793,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   for (int i = tid; i < WROWS_ALL; i += wg::THREADS)   // L2 reads (written by other blocks in this launch)
     asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(isc[i]) : "l"(reinterpret_cast<const float*>(ws + WS_SCALES) + i));
   if constexpr (C > 1) cg::this_cluster().sync();   // the peers' mbarriers initialized before any remote arrival
-  else __syncthreads();                             // (and the scales in smem)
+  else __syncthreads();                             // (and the scales in smem, eps0 written)
 
   if (tid >= CONSUMERS) {   // ---- producer warps
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1714,7 +1827,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(smem_u32(&xfull[c % NS])) : "memory");
         }
 #endif
-        if (ci < P::NOISE_EVERY * (L / P::NOISE_BATCH) && ci % P::NOISE_EVERY == 0) {   // eps of row pt (0 past B)
+        if ((!P::EARLY_NOISE || t != cluster) && ci < P::NOISE_EVERY * (L / P::NOISE_BATCH) && ci % P::NOISE_EVERY == 0) {   // eps of row pt (0 past B)
           const int j0 = ci / P::NOISE_EVERY * P::NOISE_BATCH, row = row0 + pt;   // columns j0 ..
           float e[P::NOISE_BATCH];
 #pragma unroll
@@ -1813,10 +1926,16 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         }
       }
       float eps[N2 / 4];
-      mbar_wait(nfull, it & 1);   // the producers drew this tile's noise
+      if (P::EARLY_NOISE && it == 0) {   // drawn at entry by the cluster's blocks (L2 reads: the peers wrote some)
 #pragma unroll
-      for (int i = 0; i < N2 / 4; ++i)
-        asm volatile("ld.global.f32 %0, [%1];" : "=f"(eps[i]) : "l"(eps_buf + acc_col(i, q) * BM + rw + acc_row(i)) : "memory");
+        for (int i = 0; i < N2 / 4; ++i)
+          asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(eps[i]) : "l"(eps0 + acc_col(i, q) * BM + rw + acc_row(i)) : "memory");
+      } else {
+        mbar_wait(nfull, (it - P::EARLY_NOISE) & 1);   // the producers drew this tile's noise
+#pragma unroll
+        for (int i = 0; i < N2 / 4; ++i)
+          asm volatile("ld.global.f32 %0, [%1];" : "=f"(eps[i]) : "l"(eps_buf + acc_col(i, q) * BM + rw + acc_row(i)) : "memory");
+      }
       consumers_sync();   // every warp's h (and partial) reads are done: Z overwrites h's last columns
 #pragma unroll
       for (int i = 0; i < N2 / 4; ++i) {   // entries i < 16: mu (columns < 32); i + 16: logvar, same j
@@ -1874,14 +1993,14 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     };
 #pragma unroll 1
     for (int p = 0; p < P::P4; ++p) {
-      if constexpr (C == 1) layer4(std::integral_constant<int, 112>(), P::n4(rank, p));
-      else if (P::w4(rank, p) == 112) layer4(std::integral_constant<int, 112>(), P::n4(rank, p));
-      else layer4(std::integral_constant<int, 96>(), P::n4(rank, p));
+      if (p == 0 && rank == 0 && P::EXTRA > 0) layer4(std::integral_constant<int, P::WP + P::EXTRA>(), 0);
+      else layer4(std::integral_constant<int, P::WP>(), P::n4(rank, p));
     }
     PROF(4);
 #ifdef VAE_PROFILE
     if (tid == 0 && t == cluster && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1))
-      printf("prof wg C=%d B=%d block %d: layer1 %lld layer2 %lld layer3 %lld layer4 %lld cycles\n", C, B, (int)blockIdx.x,
+      printf("prof wg C=%d B=%d block %d: first-tile noise %lld, then split + sync %lld; layer1 %lld layer2 %lld "
+             "layer3 %lld layer4 %lld cycles\n", C, B, (int)blockIdx.x, t_drawn - t_entry, prof[0] - t_drawn,
              prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3]);
 #endif
     // ---- row sums over the 4 lanes that share a row (fixed butterfly), the peers' into rank 0, outputs
@@ -2088,7 +2207,8 @@ static void launch_wg(const float* xp, const Params& w, float* op, int B, const 
                       const at::Tensor& x, cudaStream_t stream, c10::DeviceIndex dv) {
   const int tiles = (B + wg::BM - 1) / wg::BM;
   const int grid = std::min(tiles, wg_max_clusters<C>(dv)) * C;
-  at::Tensor ws = at::empty({(int64_t)wg::WS_BYTES + (int64_t)grid * wg::NOISE_BYTES}, x.options().dtype(at::kByte));
+  at::Tensor ws = at::empty({(int64_t)wg::WS_BYTES + (int64_t)(grid + grid / C) * wg::NOISE_BYTES},
+                            x.options().dtype(at::kByte));
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(wg::THREADS);
