@@ -27,13 +27,13 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
   the two big layers as register-tiled SGEMMs streamed through shared memory.
 - vae_elbo_kernel_wg<C> (rows_per_tile 128, or 128 + C; B from 1280): persistent and cooperative,
   one block per SM, in clusters of C = 4, 2 or 1 blocks (the largest whose clusters all run at once).
-  Every block first draws its share of its cluster's first tile's noise, then splits weight rows,
-  scaled by a power of two into FP16's range, into hi + lo FP16 parts in a workspace (1.7 MB, per
-  call), grid sync, then each cluster takes 128-row tiles, rank r its share of layer 1's hidden units
-  and of the pixels, layer 2 over its own hidden units (the partial sums exchanged by st.async),
-  layer 3 whole. Per block: 4 producer warps stream 16-column weight chunks (bulk copies)
-  and x (cp.async) through 4 stages on mbarriers and draw later tiles' noise during layer 1 (into
-  16 KB of workspace per block); 2 consumer warpgroups run all four layers on
+  Every block first splits weight rows, scaled by a power of two into FP16's range, into hi + lo
+  FP16 parts in a workspace (1.7 MB, per call), grid sync, then each cluster takes 128-row tiles,
+  rank r its share of layer 1's hidden units and of the pixels, layer 2 over its own hidden units
+  (the partial sums exchanged by st.async), layer 3 whole. Per block: 4 producer warps stream
+  16-column weight chunks (bulk copies) and x (cp.async) through 4 stages on mbarriers and draw the
+  tile's noise during layer 1 (into 16 KB of workspace per block; in clusters of 4 the first tile's
+  is drawn at entry by every thread, before the split); 2 consumer warpgroups run all four layers on
   warpgroup MMA (wgmma FP16: lo hi + hi lo + hi hi, each chunk's product added into fp32 sums: the
   tensor core's own accumulation is short of fp32), the BCE from the logits on the SFU (bce_term_sp).
   A row whose activations leave FP16's range (|v| >= 65504) is recomputed in plain fp32 by one warp
@@ -1440,15 +1440,6 @@ __device__ __forceinline__ void ws_split_weights(uint8_t* __restrict__ ws, const
   constexpr int SHORT = WROWS_ALL - H, G = 3;
   const int lane = threadIdx.x & 31, warps = gridDim.x * blockDim.x / 32;
   const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
-#ifdef VAE_WG_SPLIT_STRIDE   // dev: the rows in order, one per warp at a time (the split of 2343944)
-  for (int row = warp; row < WROWS_ALL; row += warps) {
-    const WRow r = w_row(row, We, Wmu, Wlv, W1, W2);
-    float4 w[(D / 4 + 31) / 32];
-    w_load(r, lane, w);
-    w_split(ws, r, row, lane, w);
-  }
-  return;
-#endif
   const int wl = warps >= 2 * H ? H : warps / 2, wsh = warps - wl;   // warps for long / short rows
   if (warp < wl) {
     for (int row = warp; row < H; row += wl) {
