@@ -1224,7 +1224,7 @@ constexpr int BM = 128;                   // rows per tile: 2 consumer warpgroup
 constexpr int CONSUMERS = 256;            // warps 0-7: the MMAs and epilogues
 constexpr int PRODUCERS = 128;           // warps 8-11: copies and splits, one weight row per thread
 constexpr int THREADS = CONSUMERS + PRODUCERS;
-constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;   // setmaxnreg: 224 x 256 + 56 x 128 = 64 K
+constexpr int PRODUCER_REGS = 64, CONSUMER_REGS = 216;   // setmaxnreg: from 168 x 384 at launch
 static_assert(CONSUMER_REGS * CONSUMERS + PRODUCER_REGS * PRODUCERS <= 65536, "the register file");
 constexpr int BK = 16;                    // K per chunk: one 64-byte swizzled row per weight row, FP16
 constexpr int ROWB = BK * 4;              // bytes per weight row in a chunk: 16 hi, then 16 lo
@@ -1255,23 +1255,31 @@ constexpr Layer WL1 = {0, H}, WL2 = {WL1.base + KC1 * H * ROWB, N2}, WL3 = {WL2.
                 WL4 = {WL3.base + KC3 * H * ROWB, D};
 constexpr int SC1 = 0, SC2 = SC1 + H, SC3 = SC2 + N2, SC4 = SC3 + H, WROWS_ALL = SC4 + D;   // 1360 rows
 constexpr int WS_SCALES = WL4.base + KC4 * D * ROWB;
-constexpr int WS_BYTES = WS_SCALES + WROWS_ALL * 4;
+constexpr int WS_DONE = WS_SCALES + WROWS_ALL * 4;   // the spare blocks' done count (a u32, 16 bytes kept)
+constexpr int WS_BYTES = WS_DONE + 16;
+#ifndef VAE_WG_SPARE_DRAWS
+#define VAE_WG_SPARE_DRAWS 32             // spare blocks draw the noise where that is at most this many a
+#endif                                    // thread (32: ~13 K cycles, well inside layer 1's 40-110 K)
+constexpr int SPARE_DRAWS = VAE_WG_SPARE_DRAWS;
 static_assert(WS_BYTES % 16 == 0, "the noise buffers after the workspace stay 16-byte aligned");
 static_assert(D % BK == 0 && H % BK == 0 && L % BK == 0, "whole K-chunks");
 static_assert(WROWS == PRODUCERS && (BM * 4) % PRODUCERS == 0, "a weight row per producer thread");
 constexpr int NOISE_BYTES = BM * L * 4;   // per block after the workspace: the tile's eps, [L][BM];
                                           // then per cluster: its first tile's eps (drawn at entry)
 
-// Each 128-row tile is split over a cluster of C blocks (C = 1, 2, 4): rank r computes its share of
+// Each 128-row tile is split over a cluster of C blocks (C = 1, 2, 3, 4): rank r computes its share of
 // layer 1's hidden units and of layer 4's pixels for all 128 rows, layer 2 over its own hidden units
 // only (K-split: its partial mu | logvar sums go into every peer's ACT by st.async, and every rank adds
 // the C partials in rank order), layer 3 (K = 32, 8 small chunks) whole. Passes per tile of rank r,
 // in order (n0: first column, n: columns):
-//   layer 1  P1 passes of N1: C = 1: 2 x 128; C = 2: 128 (units 128 r ..); C = 4: 64 (units 64 r ..)
-//   layer 2  1 pass of 64 over K-chunks [KC2 / C r, KC2 / C (r + 1))
+//   layer 1  P1 passes of N1: C = 1: 2 x 128; C = 2: 128 (units 128 r ..); C = 4: 64 (units 64 r ..);
+//            C = 3: 96 (units 80 r .., so 16 of ranks 1 and 2 are computed twice and not used)
+//   layer 2  1 pass of 64 over the rank's own K-chunks: [KC2 / C r, KC2 / C (r + 1)); C = 3: 0-5 |
+//            6-10 | 11-15 (units 0-95 | 96-175 | 176-255)
 //   layer 3  4 passes of 64
 //   layer 4  C = 1: 7 x 112; else 784 / C pixels +-8, rank 0's first pass 16 wider (C = 2: 0-399 |
-//            400-783 in 3 passes of 128; C = 4: 0-207 | 208-399 | 400-591 | 592-783 in 2 of 96).
+//            400-783 in 3 passes of 128; C = 3: 0-271 | 272-527 | 528-783 in 2 of 128; C = 4: 0-207 |
+//            208-399 | 400-591 | 592-783 in 2 of 96).
 //            A chunk costs about the same from 96 to 144 columns (its fixed steps dominate), so wide
 //            passes pay at C = 2 (4096: 83.9 -> 82.2 µs, 8192: 84.4 -> 82.9); at C = 1 144 + 5 x 128
 //            was slower (16384: 145.4 -> 152.4). Past WROWS rows a layer-4 pass's weights run on into
@@ -1286,9 +1294,10 @@ constexpr int W4 = 128;
 #endif
 constexpr int W4_C1 = VAE_WG_N4_C1;
 template <int C> struct Plan {
-  static_assert(C == 1 || C == 2 || C == 4, "clusters of 1, 2 or 4");
-  static constexpr int P1 = C == 1 ? 2 : 1, N1 = C == 4 ? 64 : 128, KC2R = KC2 / C, P3 = H / N3;
-  static constexpr int WP = C == 4 ? 96 : C == 2 ? W4 : W4_C1;       // layer 4's pass width,
+  static_assert(C >= 1 && C <= 4, "clusters of 1 to 4");
+  static constexpr int P1 = C == 1 ? 2 : 1, N1 = C == 4 ? 64 : C == 3 ? 96 : 128, P3 = H / N3;
+  static constexpr int KC2_MAX = C == 3 ? 6 : KC2 / C, KC2_MIN = C == 3 ? 5 : KC2 / C;   // layer 2's chunks
+  static constexpr int WP = C == 4 ? 96 : C == 1 ? W4_C1 : W4;       // layer 4's pass width,
   static constexpr int EXTRA = C == 1 && WP == 112 ? 0 : 16;          // rank 0's first pass WP + EXTRA,
   static constexpr int P4 = (D - EXTRA) / C / WP;                     // passes per rank
   static constexpr int CHUNKS1 = P1 * KC1;
@@ -1299,16 +1308,21 @@ template <int C> struct Plan {
   // blocks (draw_first_tile), before the weight split. That won at C = 4 (B = 2048: 67.9 -> 61.1 µs)
   // and lost at C = 2 and 1 (4096: 84.1 -> 85.2; 16384: 147.0 -> 164.8): a draw is ~170 instructions,
   // so the entry's 4096 / C draws per block cost 3 K (C = 4) to 18 K (C = 1) cycles.
-  static constexpr bool EARLY_NOISE = C == 4;
+  static constexpr bool EARLY_NOISE = C == 4;   // (C = 3 cannot: 32 columns do not split in 3)
   static constexpr int NOISE_BATCH = VAE_WG_NOISE_BATCH, NOISE_EVERY = (C == 1 ? 3 : 1) * NOISE_BATCH;
   static_assert(BM == PRODUCERS && L % NOISE_BATCH == 0 && (L / NOISE_BATCH - 1) * NOISE_EVERY < CHUNKS1 &&
                 P3 * KC3 + P4 * KC4 >= NS, "the noise schedule");
-  static_assert(P1 * N1 * C == H && KC2R * C == KC2 && N1 <= WROWS, "layers 1 and 2 covered");
+  static_assert((C == 3 ? 80 * 2 + N1 == H && 11 + KC2_MIN == KC2 : P1 * N1 * C == H && KC2_MAX * C == KC2) &&
+                N1 <= WROWS, "layers 1 and 2 covered");
   static constexpr int XBYTES = (C - 1) * BM * N2 * 4;   // partial mu | logvar bytes a rank receives per tile
-  // h columns in ACT quarters (64 columns): rank r's own are quarters [4 / C r, 4 / C (r + 1)), so
-  // peer s's partial sums (64 columns) fit in quarter 4 / C s of every other rank's ACT
-  __device__ static int n1(int rank, int p) { return (rank * P1 + p) * N1; }
-  __device__ static int part_col(int s) { return (4 / C) * s * 64; }
+  // Layer 2's K-split: rank r sums over its own units 16 kc2_first(r) .. (kc2_count(r) chunks). Peer s's
+  // partial sums (64 columns) go into every other rank's ACT at s's own first unit: C = 1, 2, 4: ACT
+  // quarter 4 / C s; C = 3: columns 0 | 96 | 176, none of them inside a receiver's own units nor
+  // written by its layer 1 (rank 1 computes 80-175, rank 2 160-255).
+  __device__ static int n1(int rank, int p) { return C == 3 ? 80 * rank : (rank * P1 + p) * N1; }
+  __device__ static int kc2_first(int rank) { return C == 3 ? (rank == 0 ? 0 : 1 + 5 * rank) : rank * KC2_MAX; }
+  __device__ static int kc2_count(int rank) { return C == 3 && rank > 0 ? KC2_MIN : KC2_MAX; }
+  __device__ static int part_col(int s) { return 16 * kc2_first(s); }
   __device__ static int w4(int rank, int p) { return rank == 0 && p == 0 ? WP + EXTRA : WP; }
   __device__ static int n4(int rank, int p) {
     return rank == 0 ? (p == 0 ? 0 : EXTRA + WP * p) : EXTRA + (D - EXTRA) / C * rank + WP * p;
@@ -1355,9 +1369,11 @@ struct WgSmem {   // bytes
   static constexpr int RED = STG + wg::NS * STAGE;          // rank 0 of a cluster: the peers' recon sums [3][BM]
   static constexpr int ISC = RED + 3 * wg::BM * 4;           // the weight rows' inverse scales (wg::SC1 ..)
   static constexpr int BARS = ISC + wg::WROWS_ALL * 4;       // full[NS], empty[NS], xfull[NS], nfull, then
-  static constexpr int NBARS = 3 * wg::NS + 1 + 3;           // the cluster's pfull, rfull, pfree
-  static constexpr int BYTES = BARS + NBARS * 8 + 1024;      // + alignment slack
+  static constexpr int NBARS = 3 * wg::NS + 1 + 3 + 1;       // the cluster's pfull, rfull, pfree; iscful
+  static constexpr int SPARES = BARS + NBARS * 8;            // u32: how many spare blocks draw the noise (0: none)
+  static constexpr int BYTES = SPARES + 16 + 1024;           // + alignment slack
   static_assert(STG % 1024 == 0 && STAGE % 1024 == 0 && WB % 1024 == 0, "stages 1024-byte aligned (swizzle)");
+  static_assert(ISC % 16 == 0 && wg::WS_SCALES % 16 == 0 && wg::WROWS_ALL * 4 % 16 == 0, "the scales' bulk copy");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
 };
 
@@ -1465,32 +1481,80 @@ __device__ __forceinline__ void ws_split_weights(uint8_t* __restrict__ ws, const
   }
 }
 
-// The cluster's first tile's noise at kernel entry (the producers draw later tiles' during layer 1):
-// rank r of C the columns [L / C r, L / C (r + 1)) of all BM rows into eps0 ([L][BM], the cluster's),
-// by every thread of the block, runs of 4 columns of one row (independent chains; rows fastest, so a
-// warp's stores are coalesced). Rows past B draw row B - 1's values (never stored as outputs).
-// Layer 2 reads eps0 after the cluster barrier that follows the weight split.
+// Noise drawn by whole blocks, in runs of 4 consecutive columns of one row (independent chains; rows
+// fastest across threads, so a warp's stores are coalesced) into a tile's eps ([L][BM]); rows past B
+// draw row B - 1's values (never stored as outputs).
+__device__ __forceinline__ void draw_run4(const NoiseDraw& draw, int row, int j0, int B, float (&v)[4]) {
+#ifdef VAE_WG_NO_NOISE   // dev: no draws (wrong results)
+#pragma unroll
+  for (int k = 0; k < 4; ++k) v[k] = 0.f;
+#else
+  draw.run((uint64_t)min(row, B - 1) * L + j0, v);
+#endif
+}
+__device__ __forceinline__ void store_run4(float* __restrict__ eps, int r, int j0, const float (&v)[4]) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) eps[(j0 + k) * wg::BM + r] = v[k];
+}
+// The cluster's first tile's noise at kernel entry (EARLY_NOISE): rank r of C the columns
+// [L / C r, L / C (r + 1)) of all BM rows into eps0, the cluster's. Layer 2 reads eps0 after the
+// cluster barrier that follows the weight split.
 template <int C>
 __device__ __forceinline__ void draw_first_tile(float* __restrict__ eps0, const NoiseDraw& draw, int row0, int B, int rank) {
   using namespace wg;
   constexpr int UNITS = BM * (L / C / 4), ROUNDS = (UNITS + wg::THREADS - 1) / wg::THREADS;
   float e[ROUNDS][4];
-  int at[ROUNDS];
 #pragma unroll
   for (int k = 0; k < ROUNDS; ++k) {
-    const int u = min((int)threadIdx.x + k * wg::THREADS, UNITS - 1), r = u % BM, j0 = rank * (L / C) + 4 * (u / BM);
-    at[k] = j0 * BM + r;
-#ifdef VAE_WG_NO_NOISE   // dev: no draws (wrong results)
-    for (int v = 0; v < 4; ++v) e[k][v] = 0.f;
-#else
-    draw.run((uint64_t)min(row0 + r, B - 1) * L + j0, e[k]);
-#endif
+    const int u = min((int)threadIdx.x + k * wg::THREADS, UNITS - 1);
+    draw_run4(draw, row0 + u % BM, rank * (L / C) + 4 * (u / BM), B, e[k]);
   }
 #pragma unroll
-  for (int k = 0; k < ROUNDS; ++k)
-    if (threadIdx.x + k * wg::THREADS < UNITS)
+  for (int k = 0; k < ROUNDS; ++k) {
+    const int u = threadIdx.x + k * wg::THREADS;
+    if (u < UNITS) store_run4(eps0, u % BM, rank * (L / C) + 4 * (u / BM), e[k]);
+  }
+}
+// Spare block hb of nhb: its share of every tile's noise (tile t's at eps + t L BM), two runs in
+// flight per thread.
+__device__ __noinline__ void draw_all_tiles(float* __restrict__ eps, const NoiseDraw draw, int tiles, int B,
+                                            int hb, int nhb) {   // (not inlined: its own registers)
+  using namespace wg;
+  constexpr int PER_TILE = BM * (L / 4);
+  const int units = tiles * PER_TILE, stride = nhb * wg::THREADS;
+#pragma unroll 1   // (unrolled, its chains made ptxas spill values the workers keep across it)
+  for (int u0 = hb * wg::THREADS + (int)threadIdx.x; u0 < units; u0 += 2 * stride) {
+    float e[2][4];
 #pragma unroll
-      for (int v = 0; v < 4; ++v) eps0[at[k] + v * BM] = e[k][v];
+    for (int k = 0; k < 2; ++k) {
+      const int u = min(u0 + k * stride, units - 1), t = u / PER_TILE, v = u % PER_TILE;
+      draw_run4(draw, t * BM + v % BM, 4 * (v / BM), B, e[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int u = u0 + k * stride, t = u / PER_TILE, v = u % PER_TILE;
+      if (u < units) store_run4(eps + (size_t)t * L * BM, v % BM, 4 * (v / BM), e[k]);
+    }
+  }
+}
+// The grid's size read afresh at each use (volatile: not merged into one value kept live), the worker
+// blocks (clusters with a tile) and whether the spare blocks draw the noise (see the wg kernel).
+__device__ __forceinline__ unsigned nctaid() {
+  unsigned n;
+  asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(n));
+  return n;
+}
+template <int C> __device__ __forceinline__ unsigned workers(int B) {
+  return min((unsigned)(B + wg::BM - 1) / wg::BM, nctaid() / C) * C;
+}
+template <int C> __device__ __forceinline__ bool spare_noise(int B) {
+  const int64_t values = (int64_t)((B + wg::BM - 1) / wg::BM) * wg::BM * L;   // every tile's, rows past B too
+  return (int64_t)(nctaid() - workers<C>(B)) * wg::THREADS * wg::SPARE_DRAWS >= values;
+}
+__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
 }
 
 // A fragments of a chunk (m16n8k16 layout: pairs (row r0, k 2q..), (r0 + 8, 2q..), (r0, 2q + 8..),
@@ -1715,9 +1779,10 @@ __device__ __forceinline__ void wg_exact_row(const float* __restrict__ x, const 
 // Persistent, launched cooperatively in clusters of C blocks (C = 1: no cluster): every block first
 // splits its share of the weights into the workspace `ws` (hi + lo FP16 in the stages' layout),
 // then, after a grid sync, the blocks of cluster k take tiles k, k + clusters, ... of 128 rows, rank r
-// the columns Plan<C> gives it. Warps 8-11 stream each chunk into one of NS stages (the weights by one
-// bulk copy on the stage's `full` mbarrier, layer 1's x by cp.async on `xfull`) and draw the tile's
-// noise (`nfull`); warps 0-7 run the layers and free each stage (`empty`). In a cluster the ranks push
+// the columns Plan<C> gives it (clusters past the last tile are spares: with enough of them they draw
+// all the noise). Warps 8-11 stream each chunk into one of NS stages (the weights by one bulk copy on
+// the stage's `full` mbarrier, layer 1's x by cp.async on `xfull`) and draw the tile's noise (`nfull`)
+// unless the spares or the entry draw (EARLY_NOISE) do; warps 0-7 run the layers and free each stage (`empty`). In a cluster the ranks push
 // their layer-2 partial sums into each other's ACT (counted on `pfull`), the peers' recon sums into
 // rank 0's RED (`rfull`), and each tells its peers when the next tile's pushes may start (`pfree`:
 // its ACT reads of the last tile are done).
@@ -1749,12 +1814,20 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   uint64_t* pfull = nfull + 1;    // cluster: the peers' partial mu | logvar sums landed (bytes; one local arrival)
   uint64_t* rfull = pfull + 1;    // ... their recon sums (rank 0)
   uint64_t* pfree = rfull + 1;    // ... every peer finished the last tile (one arrival each)
+  uint64_t* iscful = pfree + 1;   // the scale table's bulk copy landed
   const int tid = threadIdx.x, lane = tid & 31, q = lane & 3;
   const int tiles = (B + BM - 1) / BM;
   const int rank = C == 1 ? 0 : (int)cg::this_cluster().block_rank();
   const int cluster = blockIdx.x / C, clusters = gridDim.x / C;
   float* eps_buf = reinterpret_cast<float*>(ws + WS_BYTES + (size_t)blockIdx.x * NOISE_BYTES);   // [L][BM]
   float* eps0 = reinterpret_cast<float*>(ws + WS_BYTES + ((size_t)gridDim.x + cluster) * NOISE_BYTES);   // first tile's
+  // Spare blocks: the host launches as many clusters as run at once, so where there are fewer tiles
+  // the clusters past them have none. They share the weight split; and where they are enough to draw
+  // at most SPARE_DRAWS values a thread (`spare_noise`: then each worker cluster has one tile) they draw
+  // all the noise after the grid sync (tile t's into cluster t's eps0) while the workers run layer 1,
+  // and count themselves done on WS_DONE (zeroed by block 0 before the sync).
+  // (Recomputed where used, from B and %nctaid: values live across the whole kernel made ptxas spill
+  // in the producers' 56 registers.)
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if (tid == 0) __trap();   // built without sm_90a: no wgmma
 #endif
@@ -1767,24 +1840,47 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     mbar_init_count(nfull, PRODUCERS);
     mbar_init(pfull); mbar_init(rfull);
     mbar_init_count(pfree, C > 1 ? C - 1 : 1);
+    mbar_init(iscful);
     mbar_fence_init();   // the inits visible to the async proxy (bulk copies' byte counts) and the cluster
   }
 #ifdef VAE_PROFILE
   const long long t_entry = clock64();
 #endif
-  if (P::EARLY_NOISE && cluster < tiles) draw_first_tile<C>(eps0, noise_source(noise), cluster * BM, B, rank);
+  // spares_draw's count in smem, read where needed (kept in registers across the tiles, it made the producers
+  // spill at their 56 registers)
+  const bool spares_draw = spare_noise<C>(B);
+  if (tid == 0) *reinterpret_cast<volatile unsigned*>(sm + S::SPARES) = spares_draw ? nctaid() - workers<C>(B) : 0u;
+  if (spares_draw) {   // the done count zeroed before the grid sync; the spares add after it
+    if (blockIdx.x == 0 && tid == 0) *reinterpret_cast<unsigned*>(ws + WS_DONE) = 0u;
+  } else if constexpr (P::EARLY_NOISE) {
+    if (cluster < tiles) draw_first_tile<C>(eps0, noise_source(noise), cluster * BM, B, rank);
+  }
 #ifdef VAE_PROFILE
   const long long t_drawn = clock64();
 #endif
-#ifndef VAE_WG_NO_WSPLIT   // dev: no split and no grid sync, the workspace as it was (wrong results)
+#ifndef VAE_WG_NO_WSPLIT   // dev: no split, the workspace as it was (wrong results)
   ws_split_weights(ws, We, Wmu, Wlv, W1, W2);
+#endif
   asm volatile("fence.proxy.async.global;" ::: "memory");   // generic writes -> other blocks' bulk copies
   cg::this_grid().sync();
-#endif
-  for (int i = tid; i < WROWS_ALL; i += wg::THREADS)   // L2 reads (written by other blocks in this launch)
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(isc[i]) : "l"(reinterpret_cast<const float*>(ws + WS_SCALES) + i));
+  if ((int)blockIdx.x >= workers<C>(B)) {   // ---- spare blocks: every tile's noise (or nothing), then done
+    if (spares_draw) {
+      draw_all_tiles(reinterpret_cast<float*>(ws + WS_BYTES + (size_t)gridDim.x * NOISE_BYTES), noise_source(noise),
+                     tiles, B, (int)blockIdx.x - workers<C>(B), (int)gridDim.x - workers<C>(B));
+      __threadfence();   // each thread's eps stores, then the block's one release
+      __syncthreads();
+      if (tid == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(ws + WS_DONE) : "memory");
+    }
+    return;
+  }
+  if (tid == 0) {   // the scale table (other blocks wrote it) by one bulk copy: a loop of L2 loads was one
+    asm volatile("fence.proxy.async.global;" ::: "memory");   // round trip per trip; 4 at once made ptxas spill
+    mbar_expect(iscful, WROWS_ALL * 4);
+    bulk_copy(isc, ws + WS_SCALES, WROWS_ALL * 4, iscful);
+  }
   if constexpr (C > 1) cg::this_cluster().sync();   // the peers' mbarriers initialized before any remote arrival
-  else __syncthreads();                             // (and the scales in smem, eps0 written)
+  else __syncthreads();                             // (and eps0 written)
+  mbar_wait(iscful, 0);
 
   if (tid >= CONSUMERS) {   // ---- producer warps
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1796,7 +1892,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     int c = 0;
     for (int t = cluster; t < tiles; t += clusters) {
       const int row0 = t * BM;
-      int ci = 0;   // chunk of the tile
+      // chunk of the tile, for the noise schedule: started past it where others draw this tile's noise
+      int ci = *reinterpret_cast<volatile unsigned*>(sm + S::SPARES) != 0u || (P::EARLY_NOISE && t == cluster) ? 1 << 20 : 0;
       // chunk kc of a pass over rows n0 .. n0 + n - 1 of layer l into the next stage
       auto chunk = [&](Layer l, int n0, int n, int kc, bool with_x) {
         if (c >= NS) mbar_wait(&empty[c % NS], (c / NS - 1) & 1);
@@ -1818,7 +1915,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(smem_u32(&xfull[c % NS])) : "memory");
         }
 #endif
-        if ((!P::EARLY_NOISE || t != cluster) && ci < P::NOISE_EVERY * (L / P::NOISE_BATCH) && ci % P::NOISE_EVERY == 0) {   // eps of row pt (0 past B)
+        if (ci < P::NOISE_EVERY * (L / P::NOISE_BATCH) && ci % P::NOISE_EVERY == 0) {   // eps of row pt (0 past B)
           const int j0 = ci / P::NOISE_EVERY * P::NOISE_BATCH, row = row0 + pt;   // columns j0 ..
           float e[P::NOISE_BATCH];
 #pragma unroll
@@ -1838,7 +1935,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
         for (int kc = 0; kc < KC1; ++kc) chunk(WL1, P::n1(rank, p), P::N1, kc, true);
 #pragma unroll 1
-      for (int kc = 0; kc < P::KC2R; ++kc) chunk(WL2, 0, N2, rank * P::KC2R + kc, false);
+      for (int kc = 0; kc < P::kc2_count(rank); ++kc) chunk(WL2, 0, N2, P::kc2_first(rank) + kc, false);
 #pragma unroll 1
       for (int p = 0; p < P::P3; ++p)
 #pragma unroll 1
@@ -1887,8 +1984,12 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     // ---- layer 2: mu | logvar = h [Wmu; Wlv]^T + b; z = mu + exp(logvar / 2) eps -> Z; KL per row
     {
       float sum[N2 / 2];
-      ws_run<N2 / 2, 2, P::KC2R>(stg_s, full, empty, c, rw, q, lane,
-          [&](int, int kc, int r) { return act_frag(act, rank * P::KC2R + kc, r, q); }, sum, amax, [](int) {});
+      auto run2 = [&](auto pass) {   // this rank's own K-chunks (C = 3: 6 or 5)
+        ws_run<N2 / 2, 2, decltype(pass)::value>(stg_s, full, empty, c, rw, q, lane,
+            [&](int, int kc, int r) { return act_frag(act, P::kc2_first(rank) + kc, r, q); }, sum, amax, [](int) {});
+      };
+      if (P::kc2_count(rank) == P::KC2_MAX) run2(std::integral_constant<int, P::KC2_MAX>());
+      else run2(std::integral_constant<int, P::KC2_MIN>());
       if constexpr (C > 1) {   // partial sums over this rank's h -> the peers; theirs added in rank order
         if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // the peers are done with the last tile
         uint32_t peer_bar[C - 1];
@@ -1917,7 +2018,10 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         }
       }
       float eps[N2 / 4];
-      if (P::EARLY_NOISE && it == 0) {   // drawn at entry by the cluster's blocks (L2 reads: the peers wrote some)
+      const unsigned spares = *reinterpret_cast<volatile unsigned*>(sm + S::SPARES);
+      if (spares)   // wait for the spare blocks (long done by now, as a rule), then L2 reads
+        while (ld_acquire_gpu(reinterpret_cast<const unsigned*>(ws + WS_DONE)) < spares) __nanosleep(64);
+      if (spares || (P::EARLY_NOISE && it == 0)) {   // drawn by other blocks (L2 reads): at entry or spares
 #pragma unroll
         for (int i = 0; i < N2 / 4; ++i)
           asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(eps[i]) : "l"(eps0 + acc_col(i, q) * BM + rw + acc_row(i)) : "memory");
@@ -2108,9 +2212,9 @@ static Params check_inputs(const at::Tensor& x, const at::Tensor& We, const at::
   check_param(b2, "decoder[2].bias", D, -1, dev);
   TORCH_CHECK(rows_per_tile == 0 || rows_per_tile == 8 || rows_per_tile == 9 || rows_per_tile == 16 ||
               rows_per_tile == 32 || rows_per_tile == 64 || rows_per_tile == 128 || rows_per_tile == 129 ||
-              rows_per_tile == 130 || rows_per_tile == 132,
+              rows_per_tile == 130 || rows_per_tile == 131 || rows_per_tile == 132,
               "vae_forward: rows_per_tile must be 0 (auto), 8, 9 or 16 (cluster kernel), 32 or 64 (block-tile kernel), "
-              "128 (tensor-core kernel, clusters of 1, 2 or 4 blocks by B) or 128 + C (clusters of C = 1, 2 or 4)");
+              "128 (tensor-core kernel, clusters of 1 to 4 blocks by B) or 128 + C (clusters of C = 1 to 4)");
   return {{We.data_ptr<float>(), be.data_ptr<float>(), Wmu.data_ptr<float>(), bmu.data_ptr<float>(),
            Wlv.data_ptr<float>(), blv.data_ptr<float>(), W1.data_ptr<float>(), b1.data_ptr<float>(),
            W2.data_ptr<float>(), b2.data_ptr<float>()}};
@@ -2191,13 +2295,18 @@ template <int C> static int wg_max_clusters(c10::DeviceIndex dev) {
 }
 
 // Persistent and cooperative (a grid sync after the weight split), in clusters of C: at most one
-// block per SM; cluster k takes tiles k, k + clusters, ... of 128 rows. The split weights and each
-// block's noise go to a workspace.
+// block per SM, as many clusters as run at once; cluster k takes tiles k, k + clusters, ... of 128
+// rows (the clusters past the tiles are spares: see the kernel). The split weights and the noise go to
+// a workspace.
 template <int C>
 static void launch_wg(const float* xp, const Params& w, float* op, int B, const Noise& noise,
                       const at::Tensor& x, cudaStream_t stream, c10::DeviceIndex dv) {
   const int tiles = (B + wg::BM - 1) / wg::BM;
+#ifdef VAE_WG_NO_SPARE   // dev: no spare clusters (the grid before)
   const int grid = std::min(tiles, wg_max_clusters<C>(dv)) * C;
+#else   // every cluster that runs at once: those past the tiles split weights and may draw the noise
+  const int grid = wg_max_clusters<C>(dv) * C;
+#endif
   at::Tensor ws = at::empty({(int64_t)wg::WS_BYTES + (int64_t)(grid + grid / C) * wg::NOISE_BYTES},
                             x.options().dtype(at::kByte));
   cudaLaunchConfig_t cfg = {};
@@ -2250,8 +2359,10 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
       // clusters all fit at once (on the H200: B = 2304, 18 tiles x 4 blocks; B = 4096 and 8192, 32 and
       // 64 tiles x 2, fewer than 32 clusters of 4 fit; then 1)
       const int64_t tiles = (B + wg::BM - 1) / wg::BM;
-      const int64_t C = R > 128 ? R - 128 : tiles <= wg_max_clusters<4>(dv) ? 4 : tiles <= wg_max_clusters<2>(dv) ? 2 : 1;
+      const int64_t C = R > 128 ? R - 128 : tiles <= wg_max_clusters<4>(dv) ? 4 : tiles <= wg_max_clusters<3>(dv) ? 3
+                      : tiles <= wg_max_clusters<2>(dv) ? 2 : 1;
       if (C == 4) launch_wg<4>(xp, w, op, Bi, noise, x, stream, dv);
+      else if (C == 3) launch_wg<3>(xp, w, op, Bi, noise, x, stream, dv);
       else if (C == 2) launch_wg<2>(xp, w, op, Bi, noise, x, stream, dv);
       else launch_wg<1>(xp, w, op, Bi, noise, x, stream, dv);
       break;
