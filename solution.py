@@ -25,15 +25,17 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
   3xTF32 split (the helpers between the `tf32 helpers` markers); the other layers are FFMA.
 - vae_elbo_kernel_tile<BM> (BM = 32, 64; by rows_per_tile only): one block owns BM rows end to end,
   the two big layers as register-tiled SGEMMs streamed through shared memory.
-- vae_elbo_kernel_wg<C> (rows_per_tile 128, or 128 + C; B from 1280): persistent and cooperative,
-  one block per SM, in clusters of C = 4, 2 or 1 blocks (the largest whose clusters all run at once).
-  Every block first splits weight rows, scaled by a power of two into FP16's range, into hi + lo
-  FP16 parts in a workspace (1.7 MB, per call), grid sync, then each cluster takes 128-row tiles,
+- vae_elbo_kernel_wg<C> (rows_per_tile 128, or 128 + C; B from 721 on the H200): persistent and cooperative,
+  one block per SM, in clusters of C = 4, 3, 2 or 1 blocks (the largest whose clusters all run at once).
+  The host launches every cluster that runs at once. Every block first splits weight rows, scaled
+  by a power of two into FP16's range, into hi + lo FP16 parts in a workspace (1.7 MB, per call),
+  grid sync, then each cluster takes 128-row tiles,
   rank r its share of layer 1's hidden units and of the pixels, layer 2 over its own hidden units
   (the partial sums exchanged by st.async), layer 3 whole. Per block: 4 producer warps stream
-  16-column weight chunks (bulk copies) and x (cp.async) through 4 stages on mbarriers and draw the
-  tile's noise during layer 1 (into 16 KB of workspace per block; in clusters of 4 the first tile's
-  is drawn at entry by every thread, before the split); 2 consumer warpgroups run all four layers on
+  16-column weight chunks (bulk copies) and x (cp.async) through 4 stages on mbarriers. The noise
+  (16 KB of workspace per block) is drawn by the spare clusters (those past the last tile) during
+  layer 1 where they are enough, else by the producers during layer 1, and in clusters of 4 the
+  first tile's by every thread at entry, before the split; 2 consumer warpgroups run all four layers on
   warpgroup MMA (wgmma FP16: lo hi + hi lo + hi hi, each chunk's product added into fp32 sums: the
   tensor core's own accumulation is short of fp32), the BCE from the logits on the SFU (bce_term_sp).
   A row whose activations leave FP16's range (|v| >= 65504) is recomputed in plain fp32 by one warp
@@ -1224,7 +1226,11 @@ constexpr int BM = 128;                   // rows per tile: 2 consumer warpgroup
 constexpr int CONSUMERS = 256;            // warps 0-7: the MMAs and epilogues
 constexpr int PRODUCERS = 128;           // warps 8-11: copies and splits, one weight row per thread
 constexpr int THREADS = CONSUMERS + PRODUCERS;
-constexpr int PRODUCER_REGS = 64, CONSUMER_REGS = 216;   // setmaxnreg: from 168 x 384 at launch
+#ifndef VAE_WG_PRODUCER_REGS
+#define VAE_WG_PRODUCER_REGS 64           // dev: 56 gives the consumers 224 (main before the spares)
+#endif
+// setmaxnreg from 168 x 384 at launch: the consumers take what the producers give back, rounded down to 8
+constexpr int PRODUCER_REGS = VAE_WG_PRODUCER_REGS, CONSUMER_REGS = (168 + (168 - PRODUCER_REGS) / 2) / 8 * 8;
 static_assert(CONSUMER_REGS * CONSUMERS + PRODUCER_REGS * PRODUCERS <= 65536, "the register file");
 constexpr int BK = 16;                    // K per chunk: one 64-byte swizzled row per weight row, FP16
 constexpr int ROWB = BK * 4;              // bytes per weight row in a chunk: 16 hi, then 16 lo
@@ -2260,12 +2266,13 @@ static int max_clusters(c10::DeviceIndex dev) {
 
 // Which kernel runs for B rows when the caller asks for none (rows_per_tile = 0), from H200 runs (GPU
 // µs, CUDA-graph replay): the cluster kernel at R=8 while B fits one wave of clusters (B=1: 11.7), R=9
-// while that does (B=128: 16.4; R=8 needs two waves there: 21.9), then R=16 (B=1024: 81, 1536: 111,
-// 2048: 142); from 1280 rows the tensor-core kernel, its 128-row tiles split over clusters of 4 while
-// they fit one wave, then of 2, then whole (B=1024: 95, 1536: 92, 2048 / 2304: 90 / 88 in clusters of
-// 4; 4096 / 8192: 115 / 113 in clusters of 2; 16384: 190, 65536: 750). The block-tile kernel (BM=32:
-// 180 up to B=4096) is only asked for by name now, as is BM=64.
-constexpr int64_t WG_MIN_B = 1280;
+// while that does (B=128: 16.4; R=8 needs two waves there: 21.9), then R=16 for at most WG_MAX_WAVES
+// waves (~16 µs a wave of 15 clusters: B=512 48, 768 64, 1024 80), then the tensor-core kernel, its
+// 128-row tiles split over clusters of 4 while they fit one wave (~60 µs from B=512 to 2048), then of
+// 3, of 2, then whole (4096: 67 in clusters of 3; 8192: 82 of 2; 16384: 148, 65536: 577 whole). On the
+// H200 (15 clusters of 8) the tensor-core kernel takes B >= 721. The block-tile kernel (BM=32: 180 up
+// to B=4096) is only asked for by name now, as is BM=64.
+constexpr int64_t WG_MAX_WAVES = 3;
 
 // The tensor-core kernel in clusters of C blocks: its shared-memory limit, set once per device, and
 // how many clusters fit at once (one block per SM), asked once per device.
@@ -2336,9 +2343,10 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
   const c10::DeviceIndex dv = x.device().index();
   cudaStream_t stream = at::cuda::getCurrentCUDAStream(dv);
   int64_t R = rows_per_tile;
-  if (R == 0) {   // the cluster kernel with the fewest rows per cluster that runs in one wave, R=16, then 128
+  if (R == 0) {   // the cluster kernel with the fewest rows per cluster that runs in one wave, R=16 for up to
+    // WG_MAX_WAVES waves, then 128
     const int64_t clusters = max_clusters(dv);
-    R = B <= 8 * clusters ? 8 : B <= 9 * clusters ? 9 : B < WG_MIN_B ? 16 : 128;
+    R = B <= 8 * clusters ? 8 : B <= 9 * clusters ? 9 : B <= 16 * WG_MAX_WAVES * clusters ? 16 : 128;
   }
   const float* xp = x.data_ptr<float>();
   float* op = out.data_ptr<float>();

@@ -166,7 +166,7 @@ def _assert_error_within(factor, ref, new, x, noise_seed, rows_per_tile):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("B, rows_per_tile", [(7, 0), (128, 0), (1000, 0), (1000, 32), (1000, 64), (1000, 128),
+@pytest.mark.parametrize("B, rows_per_tile", [(7, 0), (128, 0), (1000, 0), (1000, 16), (1000, 32), (1000, 64), (1000, 128),
                                               (1000, 130), (4096, 0), (8192, 0), (16384, 128), (16384, 132)])
 def test_error_vs_float64_truth(B, rows_per_tile):
     ref, new = _models(seed=B)
