@@ -1239,6 +1239,14 @@ constexpr int ROWB = BK * 4;              // bytes per weight row in a chunk: 16
 #endif
 constexpr int GROUP = VAE_WG_GROUP;
 static_assert(GROUP >= 1 && GROUP <= 4, "a group fits the stages");
+#ifndef VAE_WG_PAIR
+#define VAE_WG_PAIR 1                     // dev: chunks per wgmma wait, each into its own accumulator, where
+#endif                                    // a pass has at most VAE_WG_PAIR_MAXACC sums per thread
+#ifndef VAE_WG_PAIR_MAXACC
+#define VAE_WG_PAIR_MAXACC 32
+#endif
+constexpr int PAIR = VAE_WG_PAIR, PAIR_MAXACC = VAE_WG_PAIR_MAXACC;
+static_assert(PAIR >= 1 && PAIR <= 3 && (PAIR == 1 || GROUP == 1), "a pair fits the stages; not with GROUP");
 #ifndef VAE_WG_CHAINS1
 #define VAE_WG_CHAINS1 2                  // independent accumulator chains per chunk, layer 1 (1, 2, 4)
 #endif
@@ -1606,12 +1614,13 @@ __device__ __forceinline__ void ws_promote(float (&sum)[NACC], float (&acc)[CHAI
 // products; A rows from a_at(st, g, r) as split_frags takes them, split in registers) into a fresh accumulator, wait for them, free
 // the stage, add the chunk into the fp32 sums (the tensor core's own accumulation keeps fewer bits
 // than fp32: 6e-6 against 4e-7 over K = 784 when each chunk is added here, notes/solution.md).
-template <int NACC, int CHAINS, int G, class AAt, class Wait>
+template <int NACC, int CHAINS, int G, bool SEP, class AAt, class Wait>
 __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_t* empty, int c, int r0, int q,
                                          int lane, AAt a_at, float (&sum)[NACC], float (&amax)[2], Wait wait_more) {
   constexpr int SUB = NACC / CHAINS;   // accumulator registers per chain (N / CHAINS columns)
   static_assert(NACC % CHAINS == 0 && SUB % 4 == 0, "whole 8-column groups per chain");
-  // G chunks c .. c + G - 1 (wgmma.group VAE_WG_GROUP) into one accumulator before the fp32 add
+  // G chunks c .. c + G - 1 under one wgmma wait: into one accumulator before the fp32 add (VAE_WG_GROUP),
+  // or with SEP (VAE_WG_PAIR) each into its own, added in chunk order (the same sums as one by one)
   uint32_t a[G][2][4];   // [chunk][hi | lo][fragment]
 #pragma unroll
   for (int g = 0; g < G; ++g) {
@@ -1625,21 +1634,26 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
   }
   // CHAINS independent accumulators (column blocks): wgmma on one accumulator run one after another,
   // so a single chain of 6 leaves the tensor cores waiting on their latency
-  float acc[CHAINS][SUB];
+  constexpr int NA = SEP ? G : 1;   // accumulator sets
+  float acc[NA][CHAINS][SUB];
   wg_fence();
 #ifdef VAE_WG_NO_MMA   // dev: the loads alone (wrong results)
 #pragma unroll
-  for (int h = 0; h < CHAINS; ++h)
+  for (int n = 0; n < NA; ++n)
 #pragma unroll
-    for (int i = 0; i < SUB; ++i) acc[h][i] = __uint_as_float(a[0][0][i & 3]);
+    for (int h = 0; h < CHAINS; ++h)
+#pragma unroll
+      for (int i = 0; i < SUB; ++i) acc[n][h][i] = __uint_as_float(a[n][0][i & 3]);
 #else
 #pragma unroll
-  for (int g = 0; g < G; ++g) ws_mma(stg_s + ((c + g) % wg::NS) * WgSmem::STAGE, a[g], acc, g == 0);
+  for (int g = 0; g < G; ++g) ws_mma(stg_s + ((c + g) % wg::NS) * WgSmem::STAGE, a[g], acc[SEP ? g : 0], SEP || g == 0);
 #endif
   wg_commit();
   wg_wait<0>();
 #pragma unroll
-  for (int h = 0; h < CHAINS; ++h) keep(acc[h]);
+  for (int n = 0; n < NA; ++n)
+#pragma unroll
+    for (int h = 0; h < CHAINS; ++h) keep(acc[n][h]);
   __syncwarp();
   if (lane == 0)
 #pragma unroll
@@ -1647,7 +1661,8 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
 #ifdef VAE_WG_NO_PROMOTE   // dev: the fp32 adds of one chunk in 16 only (wrong results)
   if ((c & 15) != 0) return;
 #endif
-  ws_promote(sum, acc);
+#pragma unroll
+  for (int n = 0; n < NA; ++n) ws_promote(sum, acc[n]);
 }
 
 // A pass of PASS chunks from chunk c (advanced past them) into sum, wg::GROUP chunks per fp32
@@ -1658,14 +1673,16 @@ __device__ __forceinline__ void ws_run(uint32_t stg_s, uint64_t* full, uint64_t*
                                        int lane, AAt a_at, float (&sum)[NACC], float (&amax)[2], Wait wait_more) {
 #pragma unroll
   for (int i = 0; i < NACC; ++i) sum[i] = 0.f;
-  constexpr int G = PASS >= wg::GROUP ? wg::GROUP : 1;
+  constexpr bool SEP = wg::PAIR > 1 && NACC <= wg::PAIR_MAXACC;   // narrow passes: a wait per PAIR chunks
+  constexpr int GW = SEP ? wg::PAIR : wg::GROUP;
+  constexpr int G = PASS >= GW ? GW : 1;
 #pragma unroll 1
   for (int kc = 0; kc + G <= PASS; kc += G, c += G)
-    ws_chunk<NACC, CHAINS, G>(stg_s, full, empty, c, r0, q, lane,
+    ws_chunk<NACC, CHAINS, G, SEP>(stg_s, full, empty, c, r0, q, lane,
                               [&](int st, int g, int r) { return a_at(st, kc + g, r); }, sum, amax, wait_more);
 #pragma unroll 1
   for (int kc = PASS - PASS % G; kc < PASS; ++kc, ++c)   // the rest one by one
-    ws_chunk<NACC, CHAINS, 1>(stg_s, full, empty, c, r0, q, lane,
+    ws_chunk<NACC, CHAINS, 1, false>(stg_s, full, empty, c, r0, q, lane,
                               [&](int st, int, int r) { return a_at(st, kc, r); }, sum, amax, wait_more);
 }
 

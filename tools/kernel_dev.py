@@ -212,7 +212,7 @@ VARIANTS = {"prof": "-DVAE_PROFILE", "skip_enc": "-DVAE_SKIP_ENC", "skip_dec": "
             "wg_no_load": "-DVAE_WG_NO_LOAD", "wg_no_mma_load": "-DVAE_WG_NO_MMA -DVAE_WG_NO_LOAD",
             "wg_libm_bce": "-DVAE_WG_LIBM_BCE", "wg_chains1": "-DVAE_WG_CHAINS1=1 -DVAE_WG_CHAINS4=1",
             "wg_chains4": "-DVAE_WG_CHAINS1=4 -DVAE_WG_CHAINS4=7", "wg_group2": "-DVAE_WG_GROUP=2",
-            "wg_group3": "-DVAE_WG_GROUP=3",
+            "wg_group3": "-DVAE_WG_GROUP=3", "wg_pair2": "-DVAE_WG_PAIR=2",
             "wg_no_promote": "-DVAE_WG_NO_PROMOTE", "wg_no_exact": "-DVAE_WG_NO_EXACT",
             "wg_no_noise": "-DVAE_WG_NO_NOISE", "wg_no_wsplit": "-DVAE_WG_NO_WSPLIT -DVAE_WG_NO_EXACT"}
 
