@@ -1124,8 +1124,8 @@ vae_elbo_kernel_tile(const float* __restrict__ x,
 // scaled by a power of two), three wgmma m64nNk16 per chunk (lo*hi, hi*lo, hi*hi); the epilogues undo
 // the scale exactly. Warps 8-11 stream the weight chunks (split once per call into a workspace: one
 // bulk copy each) and layer 1's x chunks (cp.async) into NS stages, and draw each tile's noise during
-// layer 1 (C = 4: the first tile's at entry); full / empty mbarriers hand stages over, so the two
-// warpgroups and the producers run decoupled. Layers, with N columns per pass (C = 1; Plan for C > 1):
+// layer 1 (or the spare clusters do; C = 4: the first tile's at entry); full / empty mbarriers hand
+// stages over, so the two warpgroups and the producers run decoupled. Layers, with N columns per pass (C = 1; Plan for C > 1):
 //   1  h = relu(x We^T + be)        2 passes of N = 128, 49 chunks each                -> ACT
 //   2  mu | logvar = h Wml^T + b    N = 64, 16 chunks; z, KL in registers              -> Z
 //   3  d = relu(z W1^T + b1)        4 passes of N = 64, 2 chunks each                  -> ACT
@@ -2283,13 +2283,13 @@ static int max_clusters(c10::DeviceIndex dev) {
 
 // Which kernel runs for B rows when the caller asks for none (rows_per_tile = 0), from H200 runs (GPU
 // µs, CUDA-graph replay): the cluster kernel at R=8 while B fits one wave of clusters (B=1: 11.7), R=9
-// while that does (B=128: 16.4; R=8 needs two waves there: 21.9), then R=16 for at most WG_MAX_WAVES
+// while that does (B=128: 16.4; R=8 needs two waves there: 21.9), then R=16 for at most R16_MAX_WAVES
 // waves (~16 µs a wave of 15 clusters: B=512 48, 768 64, 1024 80), then the tensor-core kernel, its
 // 128-row tiles split over clusters of 4 while they fit one wave (~60 µs from B=512 to 2048), then of
 // 3, of 2, then whole (4096: 67 in clusters of 3; 8192: 82 of 2; 16384: 148, 65536: 577 whole). On the
 // H200 (15 clusters of 8) the tensor-core kernel takes B >= 721. The block-tile kernel (BM=32: 180 up
 // to B=4096) is only asked for by name now, as is BM=64.
-constexpr int64_t WG_MAX_WAVES = 3;
+constexpr int64_t R16_MAX_WAVES = 3;
 
 // The tensor-core kernel in clusters of C blocks: its shared-memory limit, set once per device, and
 // how many clusters fit at once (one block per SM), asked once per device.
@@ -2361,9 +2361,9 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
   cudaStream_t stream = at::cuda::getCurrentCUDAStream(dv);
   int64_t R = rows_per_tile;
   if (R == 0) {   // the cluster kernel with the fewest rows per cluster that runs in one wave, R=16 for up to
-    // WG_MAX_WAVES waves, then 128
+    // R16_MAX_WAVES waves, then 128
     const int64_t clusters = max_clusters(dv);
-    R = B <= 8 * clusters ? 8 : B <= 9 * clusters ? 9 : B <= 16 * WG_MAX_WAVES * clusters ? 16 : 128;
+    R = B <= 8 * clusters ? 8 : B <= 9 * clusters ? 9 : B <= 16 * R16_MAX_WAVES * clusters ? 16 : 128;
   }
   const float* xp = x.data_ptr<float>();
   float* op = out.data_ptr<float>();
@@ -2381,8 +2381,8 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
     case 64: launch(vae_elbo_kernel_tile<64>, TileSmem<64>::BYTES, (int)((B + 63) / 64), TT, conf64,
                     xp, w, op, Bi, noise, stream, dv); break;
     default: {   // the tensor-core kernel: 128 + C forces clusters of C, 128 the largest C whose
-      // clusters all fit at once (on the H200: B = 2304, 18 tiles x 4 blocks; B = 4096 and 8192, 32 and
-      // 64 tiles x 2, fewer than 32 clusters of 4 fit; then 1)
+      // clusters all fit at once (on the H200: up to B = 2304, 18 tiles x 4 blocks; B = 4096, 32 tiles x 3,
+      // fewer than 32 clusters of 4 fit; B = 8192, 64 tiles x 2; then 1)
       const int64_t tiles = (B + wg::BM - 1) / wg::BM;
       const int64_t C = R > 128 ? R - 128 : tiles <= wg_max_clusters<4>(dv) ? 4 : tiles <= wg_max_clusters<3>(dv) ? 3
                       : tiles <= wg_max_clusters<2>(dv) ? 2 : 1;
