@@ -25,8 +25,9 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
   3xTF32 split (the helpers between the `tf32 helpers` markers); the other layers are FFMA.
 - vae_elbo_kernel_tile<BM> (BM = 32, 64; by rows_per_tile only): one block owns BM rows end to end,
   the two big layers as register-tiled SGEMMs streamed through shared memory.
-- vae_elbo_kernel_wg<C> (rows_per_tile 128, or 128 + C; B from 721 on the H200): persistent and cooperative,
-  one block per SM, in clusters of C = 4, 3, 2 or 1 blocks (the largest whose clusters all run at once).
+- vae_elbo_kernel_wg<C> (rows_per_tile 128, or 128 + C; B from 481 on the H200): persistent and cooperative,
+  one block per SM, in clusters of C = 8, 4, 3, 2 or 1 blocks (the largest whose clusters all run at
+  once; in clusters of 8, two blocks share each quarter of layer 1's units, each half of its K).
   The host launches every cluster that runs at once. Every block first splits weight rows, scaled
   by a power of two into FP16's range, into hi + lo FP16 parts in a workspace (1.7 MB, per call),
   grid sync, then each cluster takes 128-row tiles,
@@ -194,6 +195,17 @@ __device__ __forceinline__ void st_async(uint32_t addr, float4 v, uint32_t bar) 
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
                :: "r"(addr), "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)),
                   "r"(__float_as_uint(v.w)), "r"(bar) : "memory");
+}
+// Thread 0 only: copy `bytes` (multiple of 16, 16-byte aligned) of own shared memory to the cluster
+// address `dst` (another block's smem, from cluster_addr); the bytes count on that block's mbarrier at
+// cluster address `bar`. The writes to `src` before it need fence_proxy_async_smem and a barrier.
+__device__ __forceinline__ void bulk_copy_peer(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(dst), "r"(smem_u32(src)), "r"(bytes), "r"(bar) : "memory");
+}
+// This thread's generic writes to shared memory, made visible to the async proxy (bulk copies).
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 __device__ __forceinline__ void cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
@@ -1281,19 +1293,20 @@ static_assert(WROWS == PRODUCERS && (BM * 4) % PRODUCERS == 0, "a weight row per
 constexpr int NOISE_BYTES = BM * L * 4;   // per block after the workspace: the tile's eps, [L][BM];
                                           // then per cluster: its first tile's eps (drawn at entry)
 
-// Each 128-row tile is split over a cluster of C blocks (C = 1, 2, 3, 4): rank r computes its share of
+// Each 128-row tile is split over a cluster of C blocks (C = 1, 2, 3, 4, 8): rank r computes its share of
 // layer 1's hidden units and of layer 4's pixels for all 128 rows, layer 2 over its own hidden units
 // only (K-split: its partial mu | logvar sums go into every peer's ACT by st.async, and every rank adds
 // the C partials in rank order), layer 3 (K = 32, 8 small chunks) whole. Passes per tile of rank r,
 // in order (n0: first column, n: columns):
 //   layer 1  P1 passes of N1: C = 1: 2 x 128; C = 2: 128 (units 128 r ..); C = 4: 64 (units 64 r ..);
-//            C = 3: 96 (units 80 r .., so 16 of ranks 1 and 2 are computed twice and not used)
+//            C = 3: 96 (units 80 r .., so 16 of ranks 1 and 2 are computed twice and not used);
+//            C = 8: 64 (units 64 (r % 4) .., K-chunks 0-24 for r < 4, 25-48 for r >= 4)
 //   layer 2  1 pass of 64 over the rank's own K-chunks: [KC2 / C r, KC2 / C (r + 1)); C = 3: 0-5 |
-//            6-10 | 11-15 (units 0-95 | 96-175 | 176-255)
+//            6-10 | 11-15 (units 0-95 | 96-175 | 176-255); C = 8: ranks 0-3 only, as C = 4
 //   layer 3  4 passes of 64
 //   layer 4  C = 1: 7 x 112; else 784 / C pixels +-8, rank 0's first pass 16 wider (C = 2: 0-399 |
 //            400-783 in 3 passes of 128; C = 3: 0-271 | 272-527 | 528-783 in 2 of 128; C = 4: 0-207 |
-//            208-399 | 400-591 | 592-783 in 2 of 96).
+//            208-399 | 400-591 | 592-783 in 2 of 96; C = 8: 0-111 | 112-207 | ... | 688-783 in 1).
 //            A chunk costs about the same from 96 to 144 columns (its fixed steps dominate), so wide
 //            passes pay at C = 2 (4096: 83.9 -> 82.2 µs, 8192: 84.4 -> 82.9); at C = 1 144 + 5 x 128
 //            was slower (16384: 145.4 -> 152.4). Past WROWS rows a layer-4 pass's weights run on into
@@ -1308,13 +1321,21 @@ constexpr int W4 = 128;
 #endif
 constexpr int W4_C1 = VAE_WG_N4_C1;
 template <int C> struct Plan {
-  static_assert(C >= 1 && C <= 4, "clusters of 1 to 4");
-  static constexpr int P1 = C == 1 ? 2 : 1, N1 = C == 4 ? 64 : C == 3 ? 96 : 128, P3 = H / N3;
-  static constexpr int KC2_MAX = C == 3 ? 6 : KC2 / C, KC2_MIN = C == 3 ? 5 : KC2 / C;   // layer 2's chunks
-  static constexpr int WP = C == 4 ? 96 : C == 1 ? W4_C1 : W4;       // layer 4's pass width,
+  static_assert((C >= 1 && C <= 4) || C == 8, "clusters of 1 to 4, or 8");
+  // C = 8 (KSPLIT1): ranks r and r + 4 (r < 4) both compute layer 1 for rank r's units of a cluster of 4,
+  // r over K-chunks [0, KC1_LO) and r + 4 over the rest; r + 4's partial sums reach r by one bulk copy
+  // (`hfull`, into r's own ACT quarter, where each thread adds its own entries before storing h). Only
+  // ranks 0-3 (the layer-2 group, G2) run layer 2, as a cluster of 4; r sends its z to r + 4 (`zfull`).
+  // All 8 run layer 3 whole and 1/8 of the pixels (96, rank 0 112).
+  static constexpr bool KSPLIT1 = C == 8;
+  static constexpr int G2 = KSPLIT1 ? 4 : C;                          // ranks of the layer-2 K-split
+  static constexpr int KC1_LO = KSPLIT1 ? (KC1 + 1) / 2 : KC1;        // C = 8: ranks 0-3's layer-1 chunks
+  static constexpr int P1 = C == 1 ? 2 : 1, N1 = G2 == 4 ? 64 : C == 3 ? 96 : 128, P3 = H / N3;
+  static constexpr int KC2_MAX = C == 3 ? 6 : KC2 / G2, KC2_MIN = C == 3 ? 5 : KC2 / G2;   // layer 2's chunks
+  static constexpr int WP = G2 == 4 ? 96 : C == 1 ? W4_C1 : W4;      // layer 4's pass width,
   static constexpr int EXTRA = C == 1 && WP == 112 ? 0 : 16;          // rank 0's first pass WP + EXTRA,
   static constexpr int P4 = (D - EXTRA) / C / WP;                     // passes per rank
-  static constexpr int CHUNKS1 = P1 * KC1;
+  static constexpr int CHUNKS1 = KSPLIT1 ? KC1 - KC1_LO : P1 * KC1;   // the fewest layer-1 chunks of a rank
   // The noise: during layer 1 the producers draw the tile's eps (producer thread t: row t, NOISE_BATCH
   // values at once, independent chains, every NOISE_EVERY chunks), layer 2 reads it. The next tile's
   // draws overwrite it only after layer 2 read it: the producers run at most NS chunks ahead.
@@ -1323,17 +1344,30 @@ template <int C> struct Plan {
   // and lost at C = 2 and 1 (4096: 84.1 -> 85.2; 16384: 147.0 -> 164.8): a draw is ~170 instructions,
   // so the entry's 4096 / C draws per block cost 3 K (C = 4) to 18 K (C = 1) cycles.
   static constexpr bool EARLY_NOISE = C == 4;   // (C = 3 cannot: 32 columns do not split in 3)
-  static constexpr int NOISE_BATCH = VAE_WG_NOISE_BATCH, NOISE_EVERY = (C == 1 ? 3 : 1) * NOISE_BATCH;
+  static constexpr int NOISE_BATCH = VAE_WG_NOISE_BATCH, NOISE_EVERY = C == 1 ? 3 * NOISE_BATCH : KSPLIT1 ? 1 : NOISE_BATCH;
+  // (C = 8: ranks 0-3 draw in 25 chunks, so a batch every chunk)
   static_assert(BM == PRODUCERS && L % NOISE_BATCH == 0 && (L / NOISE_BATCH - 1) * NOISE_EVERY < CHUNKS1 &&
                 P3 * KC3 + P4 * KC4 >= NS, "the noise schedule");
-  static_assert((C == 3 ? 80 * 2 + N1 == H && 11 + KC2_MIN == KC2 : P1 * N1 * C == H && KC2_MAX * C == KC2) &&
+  static_assert((C == 3 ? 80 * 2 + N1 == H && 11 + KC2_MIN == KC2 : P1 * N1 * G2 == H && KC2_MAX * G2 == KC2) &&
                 N1 <= WROWS, "layers 1 and 2 covered");
-  static constexpr int XBYTES = (C - 1) * BM * N2 * 4;   // partial mu | logvar bytes a rank receives per tile
+  static constexpr int XBYTES = (G2 - 1) * BM * N2 * 4;   // partial mu | logvar bytes a rank receives per tile
+  static constexpr int HBYTES = BM * N1 * 4, ZBYTES = BM * L * 4;   // C = 8: the layer-1 partial, z
+  static_assert(!KSPLIT1 || (HBYTES == 64 * BM * 4 && ZBYTES % 16 == 0), "C = 8: the partial is one ACT quarter");
+  // BULK_X: a rank's partials (64 columns: one ACT quarter when part_col is a multiple of 64) go to the
+  // peers by one bulk copy each; C = 3's windows straddle quarters, so there they go by st.async.
+#ifdef VAE_WG_XCHG_ST   // dev: st.async at every C (the exchange before)
+  static constexpr bool BULK_X = false;
+#else
+  static constexpr bool BULK_X = C == 2 || C == 4 || C == 8;
+#endif
+  static_assert(!BULK_X || (16 * KC2_MAX) % 64 == 0, "BULK_X: part_col(s) = 16 KC2_MAX s starts an ACT quarter");
   // Layer 2's K-split: rank r sums over its own units 16 kc2_first(r) .. (kc2_count(r) chunks). Peer s's
   // partial sums (64 columns) go into every other rank's ACT at s's own first unit: C = 1, 2, 4: ACT
   // quarter 4 / C s; C = 3: columns 0 | 96 | 176, none of them inside a receiver's own units nor
   // written by its layer 1 (rank 1 computes 80-175, rank 2 160-255).
-  __device__ static int n1(int rank, int p) { return C == 3 ? 80 * rank : (rank * P1 + p) * N1; }
+  __device__ static int n1(int rank, int p) { return C == 3 ? 80 * rank : ((KSPLIT1 ? rank % G2 : rank) * P1 + p) * N1; }
+  __device__ static int k1_first(int rank) { return KSPLIT1 && rank >= G2 ? KC1_LO : 0; }   // C = 8: ranks 4-7's
+  __device__ static bool runs_layer2(int rank) { return !KSPLIT1 || rank < G2; }              // K-half
   __device__ static int kc2_first(int rank) { return C == 3 ? (rank == 0 ? 0 : 1 + 5 * rank) : rank * KC2_MAX; }
   __device__ static int kc2_count(int rank) { return C == 3 && rank > 0 ? KC2_MIN : KC2_MAX; }
   __device__ static int part_col(int s) { return 16 * kc2_first(s); }
@@ -1380,10 +1414,11 @@ struct WgSmem {   // bytes
   static constexpr int WB = wg::WROWS * wg::ROWB;            // stage: W (hi | lo rows) | x (layer 1)
   static constexpr int STAGE = WB + wg::BM * wg::ROWB;       // + x
   static constexpr int STG = ACT + wg::BM * H * 4;
-  static constexpr int RED = STG + wg::NS * STAGE;          // rank 0 of a cluster: the peers' recon sums [3][BM]
-  static constexpr int ISC = RED + 3 * wg::BM * 4;           // the weight rows' inverse scales (wg::SC1 ..)
+  static constexpr int RED = STG + wg::NS * STAGE;          // rank 0 of a cluster: the peers' recon sums [7][BM]
+  static constexpr int ISC = RED + 7 * wg::BM * 4;           // the weight rows' inverse scales (wg::SC1 ..)
   static constexpr int BARS = ISC + wg::WROWS_ALL * 4;       // full[NS], empty[NS], xfull[NS], nfull, then
-  static constexpr int NBARS = 3 * wg::NS + 1 + 3 + 1;       // the cluster's pfull, rfull, pfree; iscful
+  static constexpr int NBARS = 3 * wg::NS + 1 + 7 + 1;       // the cluster's pfull, rfull, pfree, xdone, hfull,
+                                                             // zfull, zdone; iscful
   static constexpr int SPARES = BARS + NBARS * 8;            // u32: how many spare blocks draw the noise (0: none)
   static constexpr int BYTES = SPARES + 16 + 1024;           // + alignment slack
   static_assert(STG % 1024 == 0 && STAGE % 1024 == 0 && WB % 1024 == 0, "stages 1024-byte aligned (swizzle)");
@@ -1806,9 +1841,10 @@ __device__ __forceinline__ void wg_exact_row(const float* __restrict__ x, const 
 // all the noise). Warps 8-11 stream each chunk into one of NS stages (the weights by one bulk copy on
 // the stage's `full` mbarrier, layer 1's x by cp.async on `xfull`) and draw the tile's noise (`nfull`)
 // unless the spares or the entry draw (EARLY_NOISE) do; warps 0-7 run the layers and free each stage (`empty`). In a cluster the ranks push
-// their layer-2 partial sums into each other's ACT (counted on `pfull`), the peers' recon sums into
-// rank 0's RED (`rfull`), and each tells its peers when the next tile's pushes may start (`pfree`:
-// its ACT reads of the last tile are done).
+// their layer-2 partial sums into each other's ACT (counted on `pfull`; C = 2, 4 by one bulk copy per
+// peer from their own ACT, whose overwrite waits for every peer's receipt, `xdone`), the peers' recon
+// sums into rank 0's RED (`rfull`), and each tells its peers when the next tile's pushes may start
+// (`pfree`: its ACT reads of the last tile are done).
 template <int C>
 __global__ void __launch_bounds__(wg::THREADS, 1)
 vae_elbo_kernel_wg(const float* __restrict__ x,
@@ -1837,7 +1873,11 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   uint64_t* pfull = nfull + 1;    // cluster: the peers' partial mu | logvar sums landed (bytes; one local arrival)
   uint64_t* rfull = pfull + 1;    // ... their recon sums (rank 0)
   uint64_t* pfree = rfull + 1;    // ... every peer finished the last tile (one arrival each)
-  uint64_t* iscful = pfree + 1;   // the scale table's bulk copy landed
+  uint64_t* xdone = pfree + 1;    // ... every peer received this rank's partials (BULK_X; one arrival each)
+  uint64_t* hfull = xdone + 1;    // C = 8, ranks 0-3: rank + 4's layer-1 partial sums landed (bytes)
+  uint64_t* zfull = hfull + 1;    // C = 8, ranks 4-7: rank - 4's z landed (bytes)
+  uint64_t* zdone = zfull + 1;    // C = 8, ranks 0-3: rank + 4 received z (one arrival)
+  uint64_t* iscful = zdone + 1;   // the scale table's bulk copy landed
   const int tid = threadIdx.x, lane = tid & 31, q = lane & 3;
   const int tiles = (B + BM - 1) / BM;
   const int rank = C == 1 ? 0 : (int)cg::this_cluster().block_rank();
@@ -1862,7 +1902,13 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     }
     mbar_init_count(nfull, PRODUCERS);
     mbar_init(pfull); mbar_init(rfull);
-    mbar_init_count(pfree, C > 1 ? C - 1 : 1);
+    // pfree: one arrival from each block this one pushes to (C = 8: ranks 0-3 the other three and rank + 4,
+    // ranks 4-7 rank - 4)
+    mbar_init_count(pfree, P::KSPLIT1 ? (rank < P::G2 ? P::G2 : 1) : C > 1 ? C - 1 : 1);
+    mbar_init_count(xdone, P::G2 > 1 ? P::G2 - 1 : 1);
+    if constexpr (P::KSPLIT1) {
+      mbar_init(hfull); mbar_init(zfull); mbar_init(zdone);
+    }
     mbar_init(iscful);
     mbar_fence_init();   // the inits visible to the async proxy (bulk copies' byte counts) and the cluster
   }
@@ -1916,7 +1962,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     for (int t = cluster; t < tiles; t += clusters) {
       const int row0 = t * BM;
       // chunk of the tile, for the noise schedule: started past it where others draw this tile's noise
-      int ci = *reinterpret_cast<volatile unsigned*>(sm + S::SPARES) != 0u || (P::EARLY_NOISE && t == cluster) ? 1 << 20 : 0;
+      int ci = *reinterpret_cast<volatile unsigned*>(sm + S::SPARES) != 0u || (P::EARLY_NOISE && t == cluster) ||
+               !P::runs_layer2(rank) ? 1 << 20 : 0;
       // chunk kc of a pass over rows n0 .. n0 + n - 1 of layer l into the next stage
       auto chunk = [&](Layer l, int n0, int n, int kc, bool with_x) {
         if (c >= NS) mbar_wait(&empty[c % NS], (c / NS - 1) & 1);
@@ -1953,12 +2000,14 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         }
         ++c, ++ci;
       };
+      const int k1a = P::k1_first(rank), k1b = P::runs_layer2(rank) ? P::KC1_LO : KC1;   // layer 1's K-chunks
 #pragma unroll 1
       for (int p = 0; p < P::P1; ++p)
 #pragma unroll 1
-        for (int kc = 0; kc < KC1; ++kc) chunk(WL1, P::n1(rank, p), P::N1, kc, true);
+        for (int kc = k1a; kc < k1b; ++kc) chunk(WL1, P::n1(rank, p), P::N1, kc, true);
+      if (P::runs_layer2(rank))
 #pragma unroll 1
-      for (int kc = 0; kc < P::kc2_count(rank); ++kc) chunk(WL2, 0, N2, P::kc2_first(rank) + kc, false);
+        for (int kc = 0; kc < P::kc2_count(rank); ++kc) chunk(WL2, 0, N2, P::kc2_first(rank) + kc, false);
 #pragma unroll 1
       for (int p = 0; p < P::P3; ++p)
 #pragma unroll 1
@@ -1983,7 +2032,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     float kl[2] = {0.f, 0.f}, recon[2] = {0.f, 0.f};   // partial sums of rows rw, rw + 8
     float amax[2] = {0.f, 0.f};   // largest |A value| this thread split, rows rw, rw + 8 (FP16 range check)
     if (C > 1 && tid == 0) {   // this tile's bytes from the peers
-      mbar_expect(pfull, P::XBYTES);
+      if (P::runs_layer2(rank)) mbar_expect(pfull, P::XBYTES);
+      if (P::KSPLIT1) mbar_expect(P::runs_layer2(rank) ? hfull : zfull, P::runs_layer2(rank) ? P::HBYTES : P::ZBYTES);
       if (rank == 0) mbar_expect(rfull, (C - 1) * BM * 4);
     }
 #ifdef VAE_PROFILE
@@ -1994,18 +2044,45 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
     for (int p = 0; p < P::P1; ++p) {
       float sum[P::N1 / 2];
-      ws_run<P::N1 / 2, VAE_WG_CHAINS1, KC1>(stg_s, full, empty, c, rw, q, lane, [&](int st, int, int r) {
-        return *reinterpret_cast<const float4*>(sm + S::STG + st * S::STAGE + S::WB + r * ROWB + 16 * q);
-      }, sum, amax, [&](int st) {
-        mbar_wait(&xfull[st], (xph >> st) & 1);   // the producers' x copies into stage st landed
-        xph ^= 1u << st;
-      });
-      store_relu(act, sum, be, isc + SC1, P::n1(rank, p), rw, q);
+      auto run1 = [&](auto pass) {   // this rank's K-chunks of layer 1 (C = 8: 25 or 24)
+        ws_run<P::N1 / 2, VAE_WG_CHAINS1, decltype(pass)::value>(stg_s, full, empty, c, rw, q, lane, [&](int st, int, int r) {
+          return *reinterpret_cast<const float4*>(sm + S::STG + st * S::STAGE + S::WB + r * ROWB + 16 * q);
+        }, sum, amax, [&](int st) {
+          mbar_wait(&xfull[st], (xph >> st) & 1);   // the producers' x copies into stage st landed
+          xph ^= 1u << st;
+        });
+      };
+      if (P::runs_layer2(rank)) run1(std::integral_constant<int, P::KC1_LO>());
+      else if constexpr (P::KSPLIT1) run1(std::integral_constant<int, KC1 - P::KC1_LO>());
+      if constexpr (P::KSPLIT1) {   // C = 8: rank + 4's partial sums into rank's, through rank's own h quarter
+        float* part = act + act_at(0, P::n1(rank, 0));   // one ACT quarter (64 columns x BM), same in both
+        if (!P::runs_layer2(rank)) {   // ranks 4-7: into own ACT (free: no h here), then one bulk copy
+#pragma unroll
+          for (int i = 0; i < P::N1 / 2; i += 2)
+            *reinterpret_cast<float2*>(act + act_at(rw + acc_row(i), P::n1(rank, 0) + acc_col(i, q))) =
+                make_float2(sum[i], sum[i + 1]);
+          fence_proxy_async_smem();
+          consumers_sync();
+          if (tid == 0) {
+            if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // rank - 4 is done with the last tile
+            bulk_copy_peer(cluster_addr(part, rank - P::G2), part, P::HBYTES, cluster_addr(hfull, rank - P::G2));
+          }
+        } else {   // ranks 0-3: each thread adds its own entries (the same ones it stores next)
+          mbar_wait_cluster(hfull, it & 1);
+#pragma unroll
+          for (int i = 0; i < P::N1 / 2; i += 2) {
+            const float2 v = *reinterpret_cast<const float2*>(act + act_at(rw + acc_row(i), P::n1(rank, 0) + acc_col(i, q)));
+            sum[i] += v.x;
+            sum[i + 1] += v.y;
+          }
+        }
+      }
+      if (P::runs_layer2(rank)) store_relu(act, sum, be, isc + SC1, P::n1(rank, p), rw, q);
     }
     consumers_sync();
     PROF(1);
     // ---- layer 2: mu | logvar = h [Wmu; Wlv]^T + b; z = mu + exp(logvar / 2) eps -> Z; KL per row
-    {
+    if (P::runs_layer2(rank)) {
       float sum[N2 / 2];
       auto run2 = [&](auto pass) {   // this rank's own K-chunks (C = 3: 6 or 5)
         ws_run<N2 / 2, 2, decltype(pass)::value>(stg_s, full, empty, c, rw, q, lane,
@@ -2014,23 +2091,44 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       if (P::kc2_count(rank) == P::KC2_MAX) run2(std::integral_constant<int, P::KC2_MAX>());
       else run2(std::integral_constant<int, P::KC2_MIN>());
       if constexpr (C > 1) {   // partial sums over this rank's h -> the peers; theirs added in rank order
-        if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // the peers are done with the last tile
-        uint32_t peer_bar[C - 1];
+        if constexpr (P::BULK_X) {   // into own ACT at part_col(rank) (own h, read by now), then one bulk
+          consumers_sync();          // copy to each peer: 3 x 32 KB, not 12 K st.async of 8 bytes (C = 4)
 #pragma unroll
-        for (int j = 1; j < C; ++j) peer_bar[j - 1] = cluster_addr(pfull, (rank + j) % C);
+          for (int i = 0; i < N2 / 2; i += 2)
+            *reinterpret_cast<float2*>(act + act_at(rw + acc_row(i), P::part_col(rank) + acc_col(i, q))) =
+                make_float2(sum[i], sum[i + 1]);
+          fence_proxy_async_smem();
+          consumers_sync();
+          if (tid == 0) {
+            if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // the peers are done with the last tile
+            const float* part = act + act_at(0, P::part_col(rank));   // a whole ACT quarter: 64 columns x BM
 #pragma unroll
-        for (int i = 0; i < N2 / 2; i += 2) {
-          const float* at = act + act_at(rw + acc_row(i), P::part_col(rank) + acc_col(i, q));
+            for (int j = 1; j < P::G2; ++j)
+              bulk_copy_peer(cluster_addr(part, (rank + j) % P::G2), part, BM * N2 * 4,
+                             cluster_addr(pfull, (rank + j) % P::G2));
+          }
+        } else {
+          if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // the peers are done with the last tile
+          uint32_t peer_bar[P::G2 - 1];
 #pragma unroll
-          for (int j = 1; j < C; ++j)
-            st_async(cluster_addr(at, (rank + j) % C), make_float2(sum[i], sum[i + 1]), peer_bar[j - 1]);
+          for (int j = 1; j < P::G2; ++j) peer_bar[j - 1] = cluster_addr(pfull, (rank + j) % P::G2);
+#pragma unroll
+          for (int i = 0; i < N2 / 2; i += 2) {
+            const float* at = act + act_at(rw + acc_row(i), P::part_col(rank) + acc_col(i, q));
+#pragma unroll
+            for (int j = 1; j < P::G2; ++j)
+              st_async(cluster_addr(at, (rank + j) % P::G2), make_float2(sum[i], sum[i + 1]), peer_bar[j - 1]);
+          }
         }
         mbar_wait_cluster(pfull, it & 1);
+        if (P::BULK_X && tid == 0)   // the peers' copies into this ACT are done: so are their reads of their own
+#pragma unroll
+          for (int j = 1; j < P::G2; ++j) mbar_arrive_cluster(xdone, (rank + j) % P::G2);
 #pragma unroll
         for (int i = 0; i < N2 / 2; i += 2) {
           float2 tot = make_float2(0.f, 0.f);
 #pragma unroll
-          for (int s = 0; s < C; ++s) {
+          for (int s = 0; s < P::G2; ++s) {
             float2 v = make_float2(sum[i], sum[i + 1]);
             if (s != rank) v = *reinterpret_cast<const float2*>(act + act_at(rw + acc_row(i), P::part_col(s) + acc_col(i, q)));
             tot.x += v.x;
@@ -2054,6 +2152,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         for (int i = 0; i < N2 / 4; ++i)
           asm volatile("ld.global.f32 %0, [%1];" : "=f"(eps[i]) : "l"(eps_buf + acc_col(i, q) * BM + rw + acc_row(i)) : "memory");
       }
+      if (P::BULK_X) mbar_wait_cluster(xdone, it & 1);   // own partials copied out: Z and d may overwrite them
       consumers_sync();   // every warp's h (and partial) reads are done: Z overwrites h's last columns
 #pragma unroll
       for (int i = 0; i < N2 / 4; ++i) {   // entries i < 16: mu (columns < 32); i + 16: logvar, same j
@@ -2063,8 +2162,18 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         act[z_at(r, j)] = reparam_z(mu, lv, eps[i]);
         kl[(i >> 1) & 1] += kl_term(mu, lv);
       }
+      if constexpr (P::KSPLIT1) fence_proxy_async_smem();   // Z goes to rank + 4 by bulk copy
     }
     consumers_sync();
+    if constexpr (P::KSPLIT1) {   // C = 8: z from rank r < 4 into rank r + 4's Z (pfree(it - 1) waited above)
+      float* zr = act + z_at(0, 0);   // BM x L floats, contiguous
+      if (P::runs_layer2(rank)) {
+        if (tid == 0) bulk_copy_peer(cluster_addr(zr, rank + P::G2), zr, P::ZBYTES, cluster_addr(zfull, rank + P::G2));
+      } else {
+        mbar_wait_cluster(zfull, it & 1);
+        if (tid == 0) mbar_arrive_cluster(zdone, rank - P::G2);   // the copy read rank - 4's Z: it may overwrite it
+      }
+    }
     PROF(2);
     // ---- layer 3: d = relu(z W1^T + b1) -> ACT, 4 passes of 64 units
 #pragma unroll 1
@@ -2073,7 +2182,10 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       ws_run<N3 / 2, 2, KC3>(stg_s, full, empty, c, rw, q, lane,
           [&](int, int kc, int r) { return *reinterpret_cast<const float4*>(act + z_at(r, kc * 16 + 4 * q)); },
           sum, amax, [](int) {});
-      if (p == P::P3 - 1) consumers_sync();   // every warp's z reads are done: the last quarter of d overwrites Z
+      if (p == P::P3 - 1) {   // every warp's z reads are done (C = 8: and rank + 4 has its copy): the last
+        if (P::KSPLIT1 && P::runs_layer2(rank)) mbar_wait_cluster(zdone, it & 1);   // quarter of d overwrites Z
+        consumers_sync();
+      }
       store_relu(act, sum, b1, isc + SC3, p * N3, rw, q);
     }
     consumers_sync();
@@ -2161,8 +2273,14 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
                        row0 + rw - (lane >> 2) + ((__ffs(todo) - 1) >> 2) + 8 * h, noise_source(noise), lane);
     }
     consumers_sync();   // the next tile's layer 1 writes ACT, which layer 4 read
-    if (C > 1 && tid == 0 && t + clusters < tiles)   // the peers may push the next tile's partials (not after
-      for (int j = 1; j < C; ++j) mbar_arrive_cluster(pfree, (rank + j) % C);   // the last: they may have exited)
+    if (C > 1 && tid == 0 && t + clusters < tiles) {   // the blocks that push into this one may push the next
+      if (P::KSPLIT1 && !P::runs_layer2(rank)) {       // tile's (not after the last: they may have exited)
+        mbar_arrive_cluster(pfree, rank - P::G2);        // C = 8, ranks 4-7: rank - 4 sends z
+      } else {
+        for (int j = 1; j < P::G2; ++j) mbar_arrive_cluster(pfree, (rank + j) % P::G2);
+        if (P::KSPLIT1) mbar_arrive_cluster(pfree, rank + P::G2);   // rank + 4 sends its layer-1 partials
+      }
+    }
   }
 }
 
@@ -2235,9 +2353,9 @@ static Params check_inputs(const at::Tensor& x, const at::Tensor& We, const at::
   check_param(b2, "decoder[2].bias", D, -1, dev);
   TORCH_CHECK(rows_per_tile == 0 || rows_per_tile == 8 || rows_per_tile == 9 || rows_per_tile == 16 ||
               rows_per_tile == 32 || rows_per_tile == 64 || rows_per_tile == 128 || rows_per_tile == 129 ||
-              rows_per_tile == 130 || rows_per_tile == 131 || rows_per_tile == 132,
+              rows_per_tile == 130 || rows_per_tile == 131 || rows_per_tile == 132 || rows_per_tile == 136,
               "vae_forward: rows_per_tile must be 0 (auto), 8, 9 or 16 (cluster kernel), 32 or 64 (block-tile kernel), "
-              "128 (tensor-core kernel, clusters of 1 to 4 blocks by B) or 128 + C (clusters of C = 1 to 4)");
+              "128 (tensor-core kernel, clusters of 1 to 4 or 8 blocks by B) or 128 + C (clusters of C = 1 to 4, or 8)");
   return {{We.data_ptr<float>(), be.data_ptr<float>(), Wmu.data_ptr<float>(), bmu.data_ptr<float>(),
            Wlv.data_ptr<float>(), blv.data_ptr<float>(), W1.data_ptr<float>(), b1.data_ptr<float>(),
            W2.data_ptr<float>(), b2.data_ptr<float>()}};
@@ -2283,13 +2401,13 @@ static int max_clusters(c10::DeviceIndex dev) {
 
 // Which kernel runs for B rows when the caller asks for none (rows_per_tile = 0), from H200 runs (GPU
 // µs, CUDA-graph replay): the cluster kernel at R=8 while B fits one wave of clusters (B=1: 11.7), R=9
-// while that does (B=128: 16.4; R=8 needs two waves there: 21.9), then R=16 for at most R16_MAX_WAVES
-// waves (~16 µs a wave of 15 clusters: B=512 48, 768 64, 1024 80), then the tensor-core kernel, its
-// 128-row tiles split over clusters of 4 while they fit one wave (~60 µs from B=512 to 2048), then of
-// 3, of 2, then whole (4096: 67 in clusters of 3; 8192: 82 of 2; 16384: 148, 65536: 577 whole). On the
-// H200 (15 clusters of 8) the tensor-core kernel takes B >= 721. The block-tile kernel (BM=32: 180 up
-// to B=4096) is only asked for by name now, as is BM=64.
-constexpr int64_t R16_MAX_WAVES = 3;
+// while that does (B=128: 15.0; R=8 needs two waves there: 21.9), then R=16 for at most R16_MAX_WAVES
+// waves (~16 µs a wave of 15 clusters: B=256 33, 512 49, 768 61), then the tensor-core kernel, its
+// 128-row tiles split over clusters of 8 while they fit one wave (~40 µs from B=512 to 1536, 1920 49),
+// then of 4 (2048: 58), 3, 2, then whole (4096: 67 in clusters of 3; 8192: 82 of 2; 16384: 148, 65536:
+// 577 whole). On the H200 (15 clusters of 8) the tensor-core kernel takes B >= 481. The block-tile
+// kernel (BM=32: 180 up to B=4096) is only asked for by name now, as is BM=64.
+constexpr int64_t R16_MAX_WAVES = 2;
 
 // The tensor-core kernel in clusters of C blocks: its shared-memory limit, set once per device, and
 // how many clusters fit at once (one block per SM), asked once per device.
@@ -2381,12 +2499,18 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
     case 64: launch(vae_elbo_kernel_tile<64>, TileSmem<64>::BYTES, (int)((B + 63) / 64), TT, conf64,
                     xp, w, op, Bi, noise, stream, dv); break;
     default: {   // the tensor-core kernel: 128 + C forces clusters of C, 128 the largest C whose
-      // clusters all fit at once (on the H200: up to B = 2304, 18 tiles x 4 blocks; B = 4096, 32 tiles x 3,
-      // fewer than 32 clusters of 4 fit; B = 8192, 64 tiles x 2; then 1)
+      // clusters all fit at once (on the H200: up to 15 tiles x 8 blocks (B = 1920); up to B = 2304, 18
+      // tiles x 4; B = 4096, 32 tiles x 3, fewer than 32 clusters of 4 fit; B = 8192, 64 tiles x 2; then 1)
       const int64_t tiles = (B + wg::BM - 1) / wg::BM;
-      const int64_t C = R > 128 ? R - 128 : tiles <= wg_max_clusters<4>(dv) ? 4 : tiles <= wg_max_clusters<3>(dv) ? 3
-                      : tiles <= wg_max_clusters<2>(dv) ? 2 : 1;
-      if (C == 4) launch_wg<4>(xp, w, op, Bi, noise, x, stream, dv);
+#ifdef VAE_WG_NO_C8   // dev: clusters of 8 only by rows_per_tile 136
+      const bool c8 = false;
+#else
+      const bool c8 = tiles <= wg_max_clusters<8>(dv);
+#endif
+      const int64_t C = R > 128 ? R - 128 : c8 ? 8 : tiles <= wg_max_clusters<4>(dv) ? 4
+                      : tiles <= wg_max_clusters<3>(dv) ? 3 : tiles <= wg_max_clusters<2>(dv) ? 2 : 1;
+      if (C == 8) launch_wg<8>(xp, w, op, Bi, noise, x, stream, dv);
+      else if (C == 4) launch_wg<4>(xp, w, op, Bi, noise, x, stream, dv);
       else if (C == 3) launch_wg<3>(xp, w, op, Bi, noise, x, stream, dv);
       else if (C == 2) launch_wg<2>(xp, w, op, Bi, noise, x, stream, dv);
       else launch_wg<1>(xp, w, op, Bi, noise, x, stream, dv);

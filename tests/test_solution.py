@@ -128,8 +128,8 @@ def test_matches_reference(B, seed):
 
 
 # rows_per_tile: 8, 9, 16 = cluster kernel rows per cluster; 32, 64 = block-tile kernel rows per block;
-# 128 = tensor-core (wgmma) kernel, 128-row tiles over clusters of 1 to 4 blocks by B; 128 + C: clusters of C
-TILES = [8, 9, 16, 32, 64, 128, 129, 130, 131, 132]
+# 128 = tensor-core (wgmma) kernel, 128-row tiles over clusters of 1 to 4 or 8 blocks by B; 128 + C: clusters of C
+TILES = [8, 9, 16, 32, 64, 128, 129, 130, 131, 132, 136]
 
 
 @pytest.mark.gpu
@@ -174,7 +174,7 @@ def test_error_vs_float64_truth(B, rows_per_tile):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows_per_tile", [129, 130, 131, 132])
+@pytest.mark.parametrize("rows_per_tile", [129, 130, 131, 132, 136])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_tensor_core_kernel_error_vs_float64_truth(seed, rows_per_tile):
     """The 3xTF32 wgmma kernel at a large batch, three seeds, each cluster size: within 2x fp32 eager's
@@ -205,7 +205,8 @@ BEYOND_FP16 = {
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("B, rows_per_tile", [(300, 129), (300, 130), (300, 131), (300, 132), (4096, 0)])
+@pytest.mark.parametrize("B, rows_per_tile", [(300, 129), (300, 130), (300, 131), (300, 132), (300, 136),
+                                              (4096, 0)])
 @pytest.mark.parametrize("layer", list(BEYOND_FP16))
 def test_tensor_core_kernel_activations_beyond_fp16_range(layer, B, rows_per_tile):
     """The wgmma kernel multiplies FP16 hi + lo parts of each activation: a row whose activations reach
@@ -247,7 +248,7 @@ def test_tensor_core_kernel_writes_nothing_of_size_b_by_784():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows_per_tile", [16, 64, 129, 132])
+@pytest.mark.parametrize("rows_per_tile", [16, 64, 129, 132, 136])
 @pytest.mark.parametrize("B", [7, 129])
 def test_saturated_logits_and_binary_x(B, rows_per_tile):
     ref, new = _models(seed=B)
