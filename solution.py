@@ -32,10 +32,10 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
   by a power of two into FP16's range, into hi + lo FP16 parts in a workspace (1.7 MB, per call),
   grid sync, then each cluster takes 128-row tiles,
   rank r its share of layer 1's hidden units and of the pixels, layer 2 over its own hidden units
-  (the partial sums exchanged by st.async), layer 3 whole. Per block: 4 producer warps stream
+  (the partial sums exchanged by bulk copy, in clusters of 3 by st.async), layer 3 whole. Per block: 4 producer warps stream
   16-column weight chunks (bulk copies) and x (cp.async) through 4 stages on mbarriers. The noise
   (16 KB of workspace per block) is drawn by the spare clusters (those past the last tile) during
-  layer 1 where they are enough, else by the producers during layer 1, and in clusters of 4 the
+  layer 1 where they are enough, else by the producers during layer 1, and in clusters of 4 and 8 the
   first tile's by every thread at entry, before the split; 2 consumer warpgroups run all four layers on
   warpgroup MMA (wgmma FP16: lo hi + hi lo + hi hi, each chunk's product added into fp32 sums: the
   tensor core's own accumulation is short of fp32), the BCE from the logits on the SFU (bce_term_sp).
@@ -1343,7 +1343,9 @@ template <int C> struct Plan {
   // blocks (draw_first_tile), before the weight split. That won at C = 4 (B = 2048: 67.9 -> 61.1 µs)
   // and lost at C = 2 and 1 (4096: 84.1 -> 85.2; 16384: 147.0 -> 164.8): a draw is ~170 instructions,
   // so the entry's 4096 / C draws per block cost 3 K (C = 4) to 18 K (C = 1) cycles.
-  static constexpr bool EARLY_NOISE = C == 4;   // (C = 3 cannot: 32 columns do not split in 3)
+  // C = 8 (4 columns a rank, 128 of its 384 threads one run of 4 each): where no spares draw, that is 15 tiles
+  // (B = 1793-1920), or rows_per_tile 136 beyond one wave, against ~10 K cycles of layer 1 for the producers' draws.
+  static constexpr bool EARLY_NOISE = C == 4 || C == 8;   // (C = 3 cannot: 32 columns do not split in 3)
   static constexpr int NOISE_BATCH = VAE_WG_NOISE_BATCH, NOISE_EVERY = C == 1 ? 3 * NOISE_BATCH : KSPLIT1 ? 1 : NOISE_BATCH;
   // (C = 8: ranks 0-3 draw in 25 chunks, so a batch every chunk)
   static_assert(BM == PRODUCERS && L % NOISE_BATCH == 0 && (L / NOISE_BATCH - 1) * NOISE_EVERY < CHUNKS1 &&
@@ -1645,6 +1647,14 @@ __device__ __forceinline__ void ws_promote(float (&sum)[NACC], float (&acc)[CHAI
     for (int i = 0; i < SUB; ++i) sum[h * SUB + i] += acc[h][i];
 }
 
+#ifdef VAE_PROFILE_CHUNKS   // dev, with VAE_PROFILE: block 0's consumer thread 0, per chunk: waits, A split,
+// wgmma, free + promote, chunks (tools/wg_phases.py --flags -DVAE_PROFILE_CHUNKS; it adds spills)
+__device__ long long wg_chunk_prof[5];
+__device__ __forceinline__ unsigned clock32() { unsigned v; asm volatile("mov.u32 %0, %%clock;" : "=r"(v)); return v; }
+#define CPROF(v) const unsigned v = clock32()   // 32-bit stamps: clock64's pairs made ptxas spill
+#else
+#define CPROF(v) do {} while (0)
+#endif
 // Consumer warpgroup, one chunk c: wait until the producer filled its stage, 3 wgmma (hi / lo FP16
 // products; A rows from a_at(st, g, r) as split_frags takes them, split in registers) into a fresh accumulator, wait for them, free
 // the stage, add the chunk into the fp32 sums (the tensor core's own accumulation keeps fewer bits
@@ -1657,11 +1667,19 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
   // G chunks c .. c + G - 1 under one wgmma wait: into one accumulator before the fp32 add (VAE_WG_GROUP),
   // or with SEP (VAE_WG_PAIR) each into its own, added in chunk order (the same sums as one by one)
   uint32_t a[G][2][4];   // [chunk][hi | lo][fragment]
+  CPROF(p0);
+#ifdef VAE_PROFILE_CHUNKS
+  unsigned pw = 0;
+#endif
 #pragma unroll
   for (int g = 0; g < G; ++g) {
     const int st = (c + g) % wg::NS;
+    CPROF(pa);
     mbar_wait(&full[st], ((c + g) / wg::NS) & 1);
     wait_more(st);   // layer 1: x's cp.async too
+#ifdef VAE_PROFILE_CHUNKS
+    pw += clock32() - pa;
+#endif
     const float4 v0 = a_at(st, g, r0), v1 = a_at(st, g, r0 + 8);
     amax[0] = fmaxf(amax[0], abs_max(v0));
     amax[1] = fmaxf(amax[1], abs_max(v1));
@@ -1671,6 +1689,7 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
   // so a single chain of 6 leaves the tensor cores waiting on their latency
   constexpr int NA = SEP ? G : 1;   // accumulator sets
   float acc[NA][CHAINS][SUB];
+  CPROF(p2);
   wg_fence();
 #ifdef VAE_WG_NO_MMA   // dev: the loads alone (wrong results)
 #pragma unroll
@@ -1689,6 +1708,7 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
   for (int n = 0; n < NA; ++n)
 #pragma unroll
     for (int h = 0; h < CHAINS; ++h) keep(acc[n][h]);
+  CPROF(p3);
   __syncwarp();
   if (lane == 0)
 #pragma unroll
@@ -1698,6 +1718,17 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
 #endif
 #pragma unroll
   for (int n = 0; n < NA; ++n) ws_promote(sum, acc[n]);
+#ifdef VAE_PROFILE_CHUNKS
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    keep(sum);
+    const unsigned p4 = clock32();
+    wg_chunk_prof[0] += pw;
+    wg_chunk_prof[1] += p2 - p0 - pw;
+    wg_chunk_prof[2] += p3 - p2;
+    wg_chunk_prof[3] += p4 - p3;
+    wg_chunk_prof[4] += G;
+  }
+#endif
 }
 
 // A pass of PASS chunks from chunk c (advanced past them) into sum, wg::GROUP chunks per fp32
@@ -2232,6 +2263,14 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       printf("prof wg C=%d B=%d block %d: first-tile noise %lld, then split + sync %lld; layer1 %lld layer2 %lld "
              "layer3 %lld layer4 %lld cycles\n", C, B, (int)blockIdx.x, t_drawn - t_entry, prof[0] - t_drawn,
              prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3]);
+#endif
+#ifdef VAE_PROFILE_CHUNKS
+    if (tid == 0 && t == cluster && blockIdx.x == 0) {   // ws_chunk's stamps over this tile's chunks
+      printf("prof wg C=%d B=%d block 0, summed over its %lld chunks: full/x waits %lld, A loads + split %lld, "
+             "wgmma %lld, free + promote %lld cycles\n", C, B, wg_chunk_prof[4], wg_chunk_prof[0], wg_chunk_prof[1],
+             wg_chunk_prof[2], wg_chunk_prof[3]);
+      for (int i = 0; i < 5; ++i) wg_chunk_prof[i] = 0;
+    }
 #endif
     // ---- row sums over the 4 lanes that share a row (fixed butterfly), the peers' into rank 0, outputs
     // A row whose A values (on any rank) left FP16's range is recomputed in fp32 by wg_exact_row: the

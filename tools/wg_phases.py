@@ -5,6 +5,9 @@ first-tile noise, the weight split with its grid sync and each of the four layer
 its own extension, runs each (B, rows_per_tile) twice and keeps the second (warm) launch's lines. Run on the GPU machine from the repository root, e.g.
 
     python3 tools/wg_phases.py --cases 1024:132,2048:0,4096:0
+    python3 tools/wg_phases.py --flags=-DVAE_PROFILE_CHUNKS --cases 1024:136   (per-chunk stamps too)
+
+(--flags takes its value after '=': a separate "-D..." reads as an option.)
 """
 import argparse
 import os
@@ -52,7 +55,7 @@ def parse_cases(text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="1024:132,2048:0,4096:0", help="comma list of B:rows_per_tile")
-    ap.add_argument("--flags", default="", help="more nvcc flags for the build (dev switches)")
+    ap.add_argument("--flags", default="", help="more nvcc flags for the build (dev switches), as --flags=-DVAE_...")
     ap.add_argument("--run", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     cases = parse_cases(args.cases)
