@@ -45,8 +45,9 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
 Noise: drawn in-kernel with torch's Philox layout and the default CUDA generator's
 reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an input instead
 (vae_forward_eps, CPP_DECL_EPS: the leaderboard exports of `python -m harness export`).
-Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks), VAE_SKIP_ENC, VAE_SKIP_DEC;
-for vae_elbo_kernel_wg VAE_WG_* (costs by omission, chain and group counts).
+Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE_PROFILE_CHUNKS the wg
+kernel's per-chunk and per-layer split too), VAE_SKIP_ENC, VAE_SKIP_DEC; for vae_elbo_kernel_wg VAE_WG_*
+(costs by omission, chain and group counts, pass widths and stages).
 Versions and their measured times: notes/solution.md.
 """
 import hashlib
@@ -1265,12 +1266,19 @@ static_assert(PAIR >= 1 && PAIR <= 3 && (PAIR == 1 || GROUP == 1), "a pair fits 
 #ifndef VAE_WG_CHAINS4
 #define VAE_WG_CHAINS4 2                  // ... layer 4 (1, 2, 7)
 #endif
-constexpr int NS = 4;                     // stages
+#ifndef VAE_WG_NS
+#define VAE_WG_NS 4                       // dev: 5 stages fit too (218 KB of smem; 6 do not)
+#endif
+constexpr int NS = VAE_WG_NS;             // stages
 #ifndef VAE_WG_NOISE_BATCH
 #define VAE_WG_NOISE_BATCH 2              // noise values a producer thread draws at once (1, 2, 4)
 #endif
 constexpr int WROWS = 128;                // rows of the largest weight chunk (a pass's columns)
-constexpr int N2 = 2 * L, N3 = 64;        // columns per pass of layers 2 and 3
+#ifndef VAE_WG_N3
+#define VAE_WG_N3 64                      // dev: layer 3's pass width (128: 2 passes of 2 chunks, not 4)
+#endif
+constexpr int N2 = 2 * L, N3 = VAE_WG_N3;  // columns per pass of layers 2 and 3
+static_assert(N3 == 64 || N3 == 128, "layer 3: passes of 64 or 128 columns (a stage holds WROWS rows)");
 constexpr int KC1 = D / BK, KC2 = H / BK, KC3 = L / BK, KC4 = H / BK;   // chunks per pass
 // The workspace: per layer, K-chunk after K-chunk, each all of the layer's weight rows (64 bytes each:
 // hi, then lo); a pass of n rows from row n0 (n0 % 8 == 0, the swizzle's period) is one contiguous bulk
@@ -1352,7 +1360,6 @@ template <int C> struct Plan {
                 P3 * KC3 + P4 * KC4 >= NS, "the noise schedule");
   static_assert((C == 3 ? 80 * 2 + N1 == H && 11 + KC2_MIN == KC2 : P1 * N1 * G2 == H && KC2_MAX * G2 == KC2) &&
                 N1 <= WROWS, "layers 1 and 2 covered");
-  static constexpr int XBYTES = (G2 - 1) * BM * N2 * 4;   // partial mu | logvar bytes a rank receives per tile
   static constexpr int HBYTES = BM * N1 * 4, ZBYTES = BM * L * 4;   // C = 8: the layer-1 partial, z
   static_assert(!KSPLIT1 || (HBYTES == 64 * BM * 4 && ZBYTES % 16 == 0), "C = 8: the partial is one ACT quarter");
   // BULK_X: a rank's partials (64 columns: one ACT quarter when part_col is a multiple of 64) go to the
@@ -1363,6 +1370,12 @@ template <int C> struct Plan {
   static constexpr bool BULK_X = C == 2 || C == 4 || C == 8;
 #endif
   static_assert(!BULK_X || (16 * KC2_MAX) % 64 == 0, "BULK_X: part_col(s) = 16 KC2_MAX s starts an ACT quarter");
+#ifndef VAE_WG_XCHG_FRAC
+#define VAE_WG_XCHG_FRAC 1   // dev: BULK_X's copies carry 1 / FRAC of the partials' bytes (the bytes' cost; wrong results)
+#endif
+  static constexpr int XCOPY = BULK_X ? BM * N2 * 4 / VAE_WG_XCHG_FRAC : BM * N2 * 4;   // bytes to each peer
+  static_assert(XCOPY % 16 == 0, "bulk copies move multiples of 16 bytes");
+  static constexpr int XBYTES = (G2 - 1) * XCOPY;   // partial mu | logvar bytes a rank receives per tile
   // Layer 2's K-split: rank r sums over its own units 16 kc2_first(r) .. (kc2_count(r) chunks). Peer s's
   // partial sums (64 columns) go into every other rank's ACT at s's own first unit: C = 1, 2, 4: ACT
   // quarter 4 / C s; C = 3: columns 0 | 96 | 176, none of them inside a receiver's own units nor
@@ -1649,11 +1662,18 @@ __device__ __forceinline__ void ws_promote(float (&sum)[NACC], float (&acc)[CHAI
 
 #ifdef VAE_PROFILE_CHUNKS   // dev, with VAE_PROFILE: block 0's consumer thread 0, per chunk: waits, A split,
 // wgmma, free + promote, chunks (tools/wg_phases.py --flags -DVAE_PROFILE_CHUNKS; it adds spills)
-__device__ long long wg_chunk_prof[5];
+__device__ long long wg_chunk_prof[6];   // [5]: every chunk's cycles, for the layers' in-chunk share
 __device__ __forceinline__ unsigned clock32() { unsigned v; asm volatile("mov.u32 %0, %%clock;" : "=r"(v)); return v; }
 #define CPROF(v) const unsigned v = clock32()   // 32-bit stamps: clock64's pairs made ptxas spill
 #else
 #define CPROF(v) do {} while (0)
+#endif
+#ifdef VAE_PROFILE_CHUNKS   // in the wg kernel, next to PROF(i): chunk cycles so far (block 0, thread 0)
+#define CHPROF(i) do { if (threadIdx.x == 0 && blockIdx.x == 0) inch[i] = wg_chunk_prof[5]; } while (0)
+#define L2PROF(i) do { if (threadIdx.x == 0) l2s[i] = clock64(); } while (0)
+#else
+#define CHPROF(i) do {} while (0)
+#define L2PROF(i) do {} while (0)
 #endif
 // Consumer warpgroup, one chunk c: wait until the producer filled its stage, 3 wgmma (hi / lo FP16
 // products; A rows from a_at(st, g, r) as split_frags takes them, split in registers) into a fresh accumulator, wait for them, free
@@ -1727,6 +1747,7 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
     wg_chunk_prof[2] += p3 - p2;
     wg_chunk_prof[3] += p4 - p3;
     wg_chunk_prof[4] += G;
+    wg_chunk_prof[5] += p4 - p0;
   }
 #endif
 }
@@ -2070,7 +2091,11 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #ifdef VAE_PROFILE
     long long prof[6];
 #endif
+#ifdef VAE_PROFILE_CHUNKS
+    long long inch[6] = {}, l2s[4] = {};   // in-chunk cycles at each PROF; layer 2's steps (block 0's thread 0)
+#endif
     PROF(0);
+    CHPROF(0);
     // ---- layer 1: h = relu(x We^T + be) -> ACT (this rank's units), P1 passes of N1 units
 #pragma unroll 1
     for (int p = 0; p < P::P1; ++p) {
@@ -2112,6 +2137,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     }
     consumers_sync();
     PROF(1);
+    CHPROF(1);
     // ---- layer 2: mu | logvar = h [Wmu; Wlv]^T + b; z = mu + exp(logvar / 2) eps -> Z; KL per row
     if (P::runs_layer2(rank)) {
       float sum[N2 / 2];
@@ -2121,6 +2147,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       };
       if (P::kc2_count(rank) == P::KC2_MAX) run2(std::integral_constant<int, P::KC2_MAX>());
       else run2(std::integral_constant<int, P::KC2_MIN>());
+      L2PROF(0);
       if constexpr (C > 1) {   // partial sums over this rank's h -> the peers; theirs added in rank order
         if constexpr (P::BULK_X) {   // into own ACT at part_col(rank) (own h, read by now), then one bulk
           consumers_sync();          // copy to each peer: 3 x 32 KB, not 12 K st.async of 8 bytes (C = 4)
@@ -2135,7 +2162,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
             const float* part = act + act_at(0, P::part_col(rank));   // a whole ACT quarter: 64 columns x BM
 #pragma unroll
             for (int j = 1; j < P::G2; ++j)
-              bulk_copy_peer(cluster_addr(part, (rank + j) % P::G2), part, BM * N2 * 4,
+              bulk_copy_peer(cluster_addr(part, (rank + j) % P::G2), part, P::XCOPY,
                              cluster_addr(pfull, (rank + j) % P::G2));
           }
         } else {
@@ -2151,7 +2178,9 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
               st_async(cluster_addr(at, (rank + j) % P::G2), make_float2(sum[i], sum[i + 1]), peer_bar[j - 1]);
           }
         }
+        L2PROF(1);
         mbar_wait_cluster(pfull, it & 1);
+        L2PROF(2);
         if (P::BULK_X && tid == 0)   // the peers' copies into this ACT are done: so are their reads of their own
 #pragma unroll
           for (int j = 1; j < P::G2; ++j) mbar_arrive_cluster(xdone, (rank + j) % P::G2);
@@ -2185,6 +2214,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       }
       if (P::BULK_X) mbar_wait_cluster(xdone, it & 1);   // own partials copied out: Z and d may overwrite them
       consumers_sync();   // every warp's h (and partial) reads are done: Z overwrites h's last columns
+      L2PROF(3);
 #pragma unroll
       for (int i = 0; i < N2 / 4; ++i) {   // entries i < 16: mu (columns < 32); i + 16: logvar, same j
         const int r = rw + acc_row(i), j = acc_col(i, q);
@@ -2206,6 +2236,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       }
     }
     PROF(2);
+    CHPROF(2);
     // ---- layer 3: d = relu(z W1^T + b1) -> ACT, 4 passes of 64 units
 #pragma unroll 1
     for (int p = 0; p < P::P3; ++p) {
@@ -2221,6 +2252,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     }
     consumers_sync();
     PROF(3);
+    CHPROF(3);
     // ---- layer 4: logits = d W2^T + b2 over this rank's pixels, P4 passes; BCE against x, row sums
     auto layer4 = [&](auto width, int n0) {
       constexpr int N4 = decltype(width)::value;
@@ -2258,6 +2290,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       else layer4(std::integral_constant<int, P::WP>(), P::n4(rank, p));
     }
     PROF(4);
+    CHPROF(4);
 #ifdef VAE_PROFILE
     if (tid == 0 && t == cluster && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1))
       printf("prof wg C=%d B=%d block %d: first-tile noise %lld, then split + sync %lld; layer1 %lld layer2 %lld "
@@ -2269,7 +2302,12 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       printf("prof wg C=%d B=%d block 0, summed over its %lld chunks: full/x waits %lld, A loads + split %lld, "
              "wgmma %lld, free + promote %lld cycles\n", C, B, wg_chunk_prof[4], wg_chunk_prof[0], wg_chunk_prof[1],
              wg_chunk_prof[2], wg_chunk_prof[3]);
-      for (int i = 0; i < 5; ++i) wg_chunk_prof[i] = 0;
+      printf("prof wg C=%d B=%d block 0, in chunks / layer: layer1 %lld / %lld, layer2 %lld / %lld, layer3 %lld / %lld, "
+             "layer4 %lld / %lld; layer 2 after its chunks: partials out %lld, peers' wait %lld, sum + noise + syncs %lld, "
+             "z + send %lld cycles\n", C, B, inch[1] - inch[0], prof[1] - prof[0], inch[2] - inch[1], prof[2] - prof[1],
+             inch[3] - inch[2], prof[3] - prof[2], inch[4] - inch[3], prof[4] - prof[3], l2s[1] - l2s[0], l2s[2] - l2s[1],
+             l2s[3] - l2s[2], prof[2] - l2s[3]);
+      for (int i = 0; i < 6; ++i) wg_chunk_prof[i] = 0;
     }
 #endif
     // ---- row sums over the 4 lanes that share a row (fixed butterfly), the peers' into rank 0, outputs
