@@ -1375,7 +1375,30 @@ template <int C> struct Plan {
 #endif
   static constexpr int XCOPY = BULK_X ? BM * N2 * 4 / VAE_WG_XCHG_FRAC : BM * N2 * 4;   // bytes to each peer
   static_assert(XCOPY % 16 == 0, "bulk copies move multiples of 16 bytes");
-  static constexpr int XBYTES = (G2 - 1) * XCOPY;   // partial mu | logvar bytes a rank receives per tile
+  // RS (dev, VAE_WG_RS; with BULK_X): layer 2's exchange as a reduce-scatter, then z all-gathered. Rank s of
+  // the layer-2 group owns latent units [UL s, UL s + UL): rank r sends s only the partial sums of those
+  // (mu and logvar: RS_E + RS_E of a thread's entries, RSB bytes, not 32 KB), s adds the G2 of them in
+  // rank order, computes z and the KL terms of its units and sends its z slice (ZSB bytes) to every
+  // other block (C = 8: ranks 4-7 too); each block puts the slices into Z. ACT during that (floats; quarter
+  // = 64 BM): staging for peer (rank + j) % G2 at rs_stage(j), sender r's partials at rs_in(r) (second half
+  // of r's first h quarter, which the receiver does not use), slot p (owner p's z slice; at p itself the
+  // copy's source) at rs_slot(p), Z in quarter 3's first half: all disjoint. A block's own h quarters are
+  // written only after its layer-2 reads: by itself, or by copies that follow its partials (a slot).
+#ifdef VAE_WG_RS
+  static constexpr bool RS = BULK_X;
+#else
+  static constexpr bool RS = false;
+#endif
+  static constexpr int RS_E = 16 / G2, RS_UL = L / G2;   // a thread's mu entries per owner; units per owner
+  static constexpr int RSB = CONSUMERS * 2 * RS_E * 4, ZSB = BM * RS_UL * 4;
+  __device__ static int rs_stage(int j) { return G2 == 4 ? (j - 1) * 64 * BM : 0; }
+  __device__ static int rs_in(int r) { return part_col(r) * BM + 32 * BM; }   // r's h quarter, free at the receiver
+  __device__ static int rs_slot(int p) { return G2 == 4 ? (p >> 1) * 64 * BM + 16 * BM + (p & 1) * 8 * BM : 128 * BM + p * 16 * BM; }
+  static_assert(!RS || (BM == 128 && ((G2 == 4 && RSB <= 8192 && ZSB <= 4096) || (G2 == 2 && RSB <= 16384 && ZSB <= 8192))),
+                "RS: staging in a quarter's first 8 KB (G2 = 2: 16), slots of 4 KB (8), partials in its second half");
+  static constexpr int XBYTES = (G2 - 1) * (RS ? RSB : XCOPY);   // partial mu | logvar bytes a rank receives per tile
+  // RS: z-slice bytes a block receives per tile; pfree / zdone arrivals a layer-2 rank counts (its targets)
+  static constexpr int ZRECV_LO = (G2 - 1) * ZSB, ZRECV_HI = G2 * ZSB;
   // Layer 2's K-split: rank r sums over its own units 16 kc2_first(r) .. (kc2_count(r) chunks). Peer s's
   // partial sums (64 columns) go into every other rank's ACT at s's own first unit: C = 1, 2, 4: ACT
   // quarter 4 / C s; C = 3: columns 0 | 96 | 176, none of them inside a receiver's own units nor
@@ -1430,7 +1453,12 @@ struct WgSmem {   // bytes
   static constexpr int STAGE = WB + wg::BM * wg::ROWB;       // + x
   static constexpr int STG = ACT + wg::BM * H * 4;
   static constexpr int RED = STG + wg::NS * STAGE;          // rank 0 of a cluster: the peers' recon sums [7][BM]
-  static constexpr int ISC = RED + 7 * wg::BM * 4;           // the weight rows' inverse scales (wg::SC1 ..)
+#ifdef VAE_WG_RS
+  static constexpr int RED_ROWS = 7 + 3;                     // (RS: + the layer-2 peers' KL sums [3][BM])
+#else
+  static constexpr int RED_ROWS = 7;
+#endif
+  static constexpr int ISC = RED + RED_ROWS * wg::BM * 4;    // the weight rows' inverse scales (wg::SC1 ..)
   static constexpr int BARS = ISC + wg::WROWS_ALL * 4;       // full[NS], empty[NS], xfull[NS], nfull, then
   static constexpr int NBARS = 3 * wg::NS + 1 + 7 + 1;       // the cluster's pfull, rfull, pfree, xdone, hfull,
                                                              // zfull, zdone; iscful
@@ -1956,10 +1984,14 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     mbar_init(pfull); mbar_init(rfull);
     // pfree: one arrival from each block this one pushes to (C = 8: ranks 0-3 the other three and rank + 4,
     // ranks 4-7 rank - 4)
-    mbar_init_count(pfree, P::KSPLIT1 ? (rank < P::G2 ? P::G2 : 1) : C > 1 ? C - 1 : 1);
+    // (RS, C = 8: ranks 0-3 also push z slices into ranks 4-7, so they count those four too)
+    mbar_init_count(pfree, P::KSPLIT1 ? (rank < P::G2 ? P::G2 + (P::RS ? 3 : 0) : 1) : C > 1 ? C - 1 : 1);
     mbar_init_count(xdone, P::G2 > 1 ? P::G2 - 1 : 1);
-    if constexpr (P::KSPLIT1) {
-      mbar_init(hfull); mbar_init(zfull); mbar_init(zdone);
+    if constexpr (P::KSPLIT1 || P::RS) {
+      mbar_init(hfull); mbar_init(zfull);
+      // zdone: C = 8, rank + 4's receipt of z; RS: every block's receipt of this rank's z slice
+      if constexpr (P::RS) mbar_init_count(zdone, rank < P::G2 ? (P::G2 - 1) + (P::KSPLIT1 ? 4 : 0) : 1);
+      else mbar_init(zdone);
     }
     mbar_init(iscful);
     mbar_fence_init();   // the inits visible to the async proxy (bulk copies' byte counts) and the cluster
@@ -2085,8 +2117,13 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     float amax[2] = {0.f, 0.f};   // largest |A value| this thread split, rows rw, rw + 8 (FP16 range check)
     if (C > 1 && tid == 0) {   // this tile's bytes from the peers
       if (P::runs_layer2(rank)) mbar_expect(pfull, P::XBYTES);
-      if (P::KSPLIT1) mbar_expect(P::runs_layer2(rank) ? hfull : zfull, P::runs_layer2(rank) ? P::HBYTES : P::ZBYTES);
-      if (rank == 0) mbar_expect(rfull, (C - 1) * BM * 4);
+      if constexpr (P::RS) {   // the z slices; C = 8, ranks 0-3: rank + 4's layer-1 partials
+        if (P::KSPLIT1 && P::runs_layer2(rank)) mbar_expect(hfull, P::HBYTES);
+        mbar_expect(zfull, P::runs_layer2(rank) ? P::ZRECV_LO : P::ZRECV_HI);
+      } else if (P::KSPLIT1) {
+        mbar_expect(P::runs_layer2(rank) ? hfull : zfull, P::runs_layer2(rank) ? P::HBYTES : P::ZBYTES);
+      }
+      if (rank == 0) mbar_expect(rfull, (C - 1 + (P::RS ? P::G2 - 1 : 0)) * BM * 4);
     }
 #ifdef VAE_PROFILE
     long long prof[6];
@@ -2148,85 +2185,182 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       if (P::kc2_count(rank) == P::KC2_MAX) run2(std::integral_constant<int, P::KC2_MAX>());
       else run2(std::integral_constant<int, P::KC2_MIN>());
       L2PROF(0);
-      if constexpr (C > 1) {   // partial sums over this rank's h -> the peers; theirs added in rank order
-        if constexpr (P::BULK_X) {   // into own ACT at part_col(rank) (own h, read by now), then one bulk
-          consumers_sync();          // copy to each peer: 3 x 32 KB, not 12 K st.async of 8 bytes (C = 4)
+      if constexpr (P::RS) {   // reduce-scatter: each owner's entries to it, z slices back (see Plan)
+        constexpr int E = P::RS_E, G2 = P::G2, NM = N2 / 4;   // NM: a thread's mu entries (then logvar's)
+        consumers_sync();   // every warp's h reads are done: the staging overwrites h
 #pragma unroll
-          for (int i = 0; i < N2 / 2; i += 2)
-            *reinterpret_cast<float2*>(act + act_at(rw + acc_row(i), P::part_col(rank) + acc_col(i, q))) =
-                make_float2(sum[i], sum[i + 1]);
-          fence_proxy_async_smem();
-          consumers_sync();
-          if (tid == 0) {
-            if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // the peers are done with the last tile
-            const float* part = act + act_at(0, P::part_col(rank));   // a whole ACT quarter: 64 columns x BM
+        for (int s2 = 0; s2 < G2; ++s2) {   // owner s2's entries (static register indices) -> its staging
+          if (s2 == rank) continue;
+          float* st = act + P::rs_stage((s2 - rank + G2) % G2) + tid * 2 * E;
 #pragma unroll
-            for (int j = 1; j < P::G2; ++j)
-              bulk_copy_peer(cluster_addr(part, (rank + j) % P::G2), part, P::XCOPY,
-                             cluster_addr(pfull, (rank + j) % P::G2));
-          }
-        } else {
-          if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // the peers are done with the last tile
-          uint32_t peer_bar[P::G2 - 1];
-#pragma unroll
-          for (int j = 1; j < P::G2; ++j) peer_bar[j - 1] = cluster_addr(pfull, (rank + j) % P::G2);
-#pragma unroll
-          for (int i = 0; i < N2 / 2; i += 2) {
-            const float* at = act + act_at(rw + acc_row(i), P::part_col(rank) + acc_col(i, q));
-#pragma unroll
-            for (int j = 1; j < P::G2; ++j)
-              st_async(cluster_addr(at, (rank + j) % P::G2), make_float2(sum[i], sum[i + 1]), peer_bar[j - 1]);
+          for (int e = 0; e < E; e += 4) {
+            *reinterpret_cast<float4*>(st + e) =
+                make_float4(sum[s2 * E + e], sum[s2 * E + e + 1], sum[s2 * E + e + 2], sum[s2 * E + e + 3]);
+            *reinterpret_cast<float4*>(st + E + e) = make_float4(sum[NM + s2 * E + e], sum[NM + s2 * E + e + 1],
+                                                                 sum[NM + s2 * E + e + 2], sum[NM + s2 * E + e + 3]);
           }
         }
-        L2PROF(1);
+        float own_m[E], own_l[E];   // own entries out of sum (static indices, so sum dies here)
+#pragma unroll
+        for (int e = 0; e < E; ++e) own_m[e] = own_l[e] = 0.f;
+#pragma unroll
+        for (int s2 = 0; s2 < G2; ++s2)
+#pragma unroll
+          for (int e = 0; e < E; ++e) {
+            own_m[e] = select(s2 == rank, sum[s2 * E + e], own_m[e]);
+            own_l[e] = select(s2 == rank, sum[NM + s2 * E + e], own_l[e]);
+          }
+        fence_proxy_async_smem();
+        consumers_sync();
+        if (tid == 0) {
+          if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // every block this one pushes to is done with the last tile
+#pragma unroll
+          for (int j = 1; j < G2; ++j)
+            bulk_copy_peer(cluster_addr(act + P::rs_in(rank), (rank + j) % G2), act + P::rs_stage(j), P::RSB,
+                           cluster_addr(pfull, (rank + j) % G2));
+        }
         mbar_wait_cluster(pfull, it & 1);
-        L2PROF(2);
-        if (P::BULK_X && tid == 0)   // the peers' copies into this ACT are done: so are their reads of their own
+        if (tid == 0)   // the peers' copies into this ACT are done: so are their reads of their staging
 #pragma unroll
-          for (int j = 1; j < P::G2; ++j) mbar_arrive_cluster(xdone, (rank + j) % P::G2);
+          for (int j = 1; j < G2; ++j) mbar_arrive_cluster(xdone, (rank + j) % G2);
+        float mu_s[E], lv_s[E];   // own units' sums, every rank's partial in rank order (own from registers)
 #pragma unroll
-        for (int i = 0; i < N2 / 2; i += 2) {
-          float2 tot = make_float2(0.f, 0.f);
+        for (int e = 0; e < E; ++e) mu_s[e] = lv_s[e] = 0.f;
 #pragma unroll
-          for (int s = 0; s < P::G2; ++s) {
-            float2 v = make_float2(sum[i], sum[i + 1]);
-            if (s != rank) v = *reinterpret_cast<const float2*>(act + act_at(rw + acc_row(i), P::part_col(s) + acc_col(i, q)));
-            tot.x += v.x;
-            tot.y += v.y;
+        for (int s2 = 0; s2 < G2; ++s2) {
+          const float* in = act + P::rs_in(s2) + tid * 2 * E;
+#pragma unroll
+          for (int e = 0; e < E; ++e) {
+            mu_s[e] += s2 == rank ? own_m[e] : in[e];
+            lv_s[e] += s2 == rank ? own_l[e] : in[E + e];
           }
-          sum[i] = tot.x;
-          sum[i + 1] = tot.y;
         }
-      }
-      float eps[N2 / 4];
-      const unsigned spares = *reinterpret_cast<volatile unsigned*>(sm + S::SPARES);
-      if (spares)   // wait for the spare blocks (long done by now, as a rule), then L2 reads
-        while (ld_acquire_gpu(reinterpret_cast<const unsigned*>(ws + WS_DONE)) < spares) __nanosleep(64);
-      if (spares || (P::EARLY_NOISE && it == 0)) {   // drawn by other blocks (L2 reads): at entry or spares
+        const int i0 = rank * E;   // own mu entries i0 .. i0 + E - 1: unit acc_col(i0 + e, q), row rw + acc_row(e)
+        float eps[E];
+        const unsigned spares = *reinterpret_cast<volatile unsigned*>(sm + S::SPARES);
+        if (spares)   // wait for the spare blocks, then L2 reads (as below)
+          while (ld_acquire_gpu(reinterpret_cast<const unsigned*>(ws + WS_DONE)) < spares) __nanosleep(64);
+        if (spares || (P::EARLY_NOISE && it == 0)) {
 #pragma unroll
-        for (int i = 0; i < N2 / 4; ++i)
-          asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(eps[i]) : "l"(eps0 + acc_col(i, q) * BM + rw + acc_row(i)) : "memory");
+          for (int e = 0; e < E; ++e)
+            asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(eps[e]) : "l"(eps0 + acc_col(i0 + e, q) * BM + rw + acc_row(e)) : "memory");
+        } else {
+          mbar_wait(nfull, (it - P::EARLY_NOISE) & 1);
+#pragma unroll
+          for (int e = 0; e < E; ++e)
+            asm volatile("ld.global.f32 %0, [%1];" : "=f"(eps[e]) : "l"(eps_buf + acc_col(i0 + e, q) * BM + rw + acc_row(e)) : "memory");
+        }
+        float* slot = act + P::rs_slot(rank);   // own z slice [BM][RS_UL]: the copies' source
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          const int r = rw + acc_row(e), j = acc_col(i0 + e, q);
+          const float mu = __fmaf_rn(mu_s[e], isc[SC2 + j], __ldg(bmu + j));
+          const float lv = __fmaf_rn(lv_s[e], isc[SC2 + L + j], __ldg(blv + j));
+          slot[r * P::RS_UL + j - P::RS_UL * rank] = reparam_z(mu, lv, eps[e]);
+          kl[(e >> 1) & 1] += kl_term(mu, lv);
+        }
+        fence_proxy_async_smem();
+        consumers_sync();
+        if (tid == 0) {   // own slice to every other block of the cluster (their pfree waited above)
+#pragma unroll
+          for (int b = 0; b < C; ++b)
+            if (b != rank) bulk_copy_peer(cluster_addr(slot, b), slot, P::ZSB, cluster_addr(zfull, b));
+        }
       } else {
-        mbar_wait(nfull, (it - P::EARLY_NOISE) & 1);   // the producers drew this tile's noise
-#pragma unroll
-        for (int i = 0; i < N2 / 4; ++i)
-          asm volatile("ld.global.f32 %0, [%1];" : "=f"(eps[i]) : "l"(eps_buf + acc_col(i, q) * BM + rw + acc_row(i)) : "memory");
+        if constexpr (C > 1) {   // partial sums over this rank's h -> the peers; theirs added in rank order
+          if constexpr (P::BULK_X) {   // into own ACT at part_col(rank) (own h, read by now), then one bulk
+            consumers_sync();          // copy to each peer: 3 x 32 KB, not 12 K st.async of 8 bytes (C = 4)
+  #pragma unroll
+            for (int i = 0; i < N2 / 2; i += 2)
+              *reinterpret_cast<float2*>(act + act_at(rw + acc_row(i), P::part_col(rank) + acc_col(i, q))) =
+                  make_float2(sum[i], sum[i + 1]);
+            fence_proxy_async_smem();
+            consumers_sync();
+            if (tid == 0) {
+              if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // the peers are done with the last tile
+              const float* part = act + act_at(0, P::part_col(rank));   // a whole ACT quarter: 64 columns x BM
+  #pragma unroll
+              for (int j = 1; j < P::G2; ++j)
+                bulk_copy_peer(cluster_addr(part, (rank + j) % P::G2), part, P::XCOPY,
+                               cluster_addr(pfull, (rank + j) % P::G2));
+            }
+          } else {
+            if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // the peers are done with the last tile
+            uint32_t peer_bar[P::G2 - 1];
+  #pragma unroll
+            for (int j = 1; j < P::G2; ++j) peer_bar[j - 1] = cluster_addr(pfull, (rank + j) % P::G2);
+  #pragma unroll
+            for (int i = 0; i < N2 / 2; i += 2) {
+              const float* at = act + act_at(rw + acc_row(i), P::part_col(rank) + acc_col(i, q));
+  #pragma unroll
+              for (int j = 1; j < P::G2; ++j)
+                st_async(cluster_addr(at, (rank + j) % P::G2), make_float2(sum[i], sum[i + 1]), peer_bar[j - 1]);
+            }
+          }
+          L2PROF(1);
+          mbar_wait_cluster(pfull, it & 1);
+          L2PROF(2);
+          if (P::BULK_X && tid == 0)   // the peers' copies into this ACT are done: so are their reads of their own
+  #pragma unroll
+            for (int j = 1; j < P::G2; ++j) mbar_arrive_cluster(xdone, (rank + j) % P::G2);
+  #pragma unroll
+          for (int i = 0; i < N2 / 2; i += 2) {
+            float2 tot = make_float2(0.f, 0.f);
+  #pragma unroll
+            for (int s = 0; s < P::G2; ++s) {
+              float2 v = make_float2(sum[i], sum[i + 1]);
+              if (s != rank) v = *reinterpret_cast<const float2*>(act + act_at(rw + acc_row(i), P::part_col(s) + acc_col(i, q)));
+              tot.x += v.x;
+              tot.y += v.y;
+            }
+            sum[i] = tot.x;
+            sum[i + 1] = tot.y;
+          }
+        }
+        float eps[N2 / 4];
+        const unsigned spares = *reinterpret_cast<volatile unsigned*>(sm + S::SPARES);
+        if (spares)   // wait for the spare blocks (long done by now, as a rule), then L2 reads
+          while (ld_acquire_gpu(reinterpret_cast<const unsigned*>(ws + WS_DONE)) < spares) __nanosleep(64);
+        if (spares || (P::EARLY_NOISE && it == 0)) {   // drawn by other blocks (L2 reads): at entry or spares
+  #pragma unroll
+          for (int i = 0; i < N2 / 4; ++i)
+            asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(eps[i]) : "l"(eps0 + acc_col(i, q) * BM + rw + acc_row(i)) : "memory");
+        } else {
+          mbar_wait(nfull, (it - P::EARLY_NOISE) & 1);   // the producers drew this tile's noise
+  #pragma unroll
+          for (int i = 0; i < N2 / 4; ++i)
+            asm volatile("ld.global.f32 %0, [%1];" : "=f"(eps[i]) : "l"(eps_buf + acc_col(i, q) * BM + rw + acc_row(i)) : "memory");
+        }
+        if (P::BULK_X) mbar_wait_cluster(xdone, it & 1);   // own partials copied out: Z and d may overwrite them
+        consumers_sync();   // every warp's h (and partial) reads are done: Z overwrites h's last columns
+        L2PROF(3);
+  #pragma unroll
+        for (int i = 0; i < N2 / 4; ++i) {   // entries i < 16: mu (columns < 32); i + 16: logvar, same j
+          const int r = rw + acc_row(i), j = acc_col(i, q);
+          const float mu = __fmaf_rn(sum[i], isc[SC2 + j], __ldg(bmu + j));
+          const float lv = __fmaf_rn(sum[i + N2 / 4], isc[SC2 + L + j], __ldg(blv + j));
+          act[z_at(r, j)] = reparam_z(mu, lv, eps[i]);
+          kl[(i >> 1) & 1] += kl_term(mu, lv);
+        }
+        if constexpr (P::KSPLIT1) fence_proxy_async_smem();   // Z goes to rank + 4 by bulk copy
       }
-      if (P::BULK_X) mbar_wait_cluster(xdone, it & 1);   // own partials copied out: Z and d may overwrite them
-      consumers_sync();   // every warp's h (and partial) reads are done: Z overwrites h's last columns
-      L2PROF(3);
-#pragma unroll
-      for (int i = 0; i < N2 / 4; ++i) {   // entries i < 16: mu (columns < 32); i + 16: logvar, same j
-        const int r = rw + acc_row(i), j = acc_col(i, q);
-        const float mu = __fmaf_rn(sum[i], isc[SC2 + j], __ldg(bmu + j));
-        const float lv = __fmaf_rn(sum[i + N2 / 4], isc[SC2 + L + j], __ldg(blv + j));
-        act[z_at(r, j)] = reparam_z(mu, lv, eps[i]);
-        kl[(i >> 1) & 1] += kl_term(mu, lv);
-      }
-      if constexpr (P::KSPLIT1) fence_proxy_async_smem();   // Z goes to rank + 4 by bulk copy
     }
     consumers_sync();
-    if constexpr (P::KSPLIT1) {   // C = 8: z from rank r < 4 into rank r + 4's Z (pfree(it - 1) waited above)
+    if constexpr (P::RS) {   // every owner's z slice into Z
+      mbar_wait_cluster(zfull, it & 1);
+      if (tid == 0)   // the owners' copies have read their slots: they may overwrite them
+#pragma unroll
+        for (int p2 = 0; p2 < P::G2; ++p2)
+          if (p2 != rank) mbar_arrive_cluster(zdone, p2);
+      const int r = tid >> 1;   // thread: row tid / 2, columns 16 (tid & 1) .. + 15, 4 at a time
+#pragma unroll
+      for (int k4 = 0; k4 < 4; ++k4) {
+        const int k = 16 * (tid & 1) + 4 * k4;
+        *reinterpret_cast<float4*>(act + z_at(r, k)) =
+            *reinterpret_cast<const float4*>(act + P::rs_slot(k / P::RS_UL) + r * P::RS_UL + k % P::RS_UL);
+      }
+      consumers_sync();
+    } else if constexpr (P::KSPLIT1) {   // C = 8: z from rank r < 4 into rank r + 4's Z (pfree(it - 1) waited above)
       float* zr = act + z_at(0, 0);   // BM x L floats, contiguous
       if (P::runs_layer2(rank)) {
         if (tid == 0) bulk_copy_peer(cluster_addr(zr, rank + P::G2), zr, P::ZBYTES, cluster_addr(zfull, rank + P::G2));
@@ -2244,8 +2378,12 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       ws_run<N3 / 2, 2, KC3>(stg_s, full, empty, c, rw, q, lane,
           [&](int, int kc, int r) { return *reinterpret_cast<const float4*>(act + z_at(r, kc * 16 + 4 * q)); },
           sum, amax, [](int) {});
+      if (P::RS && p == 0 && P::runs_layer2(rank)) {   // d's first quarter overwrites the staging and slots:
+        mbar_wait_cluster(xdone, it & 1);             // every peer has received this rank's partials
+        mbar_wait_cluster(zdone, it & 1);             // and every block its z slice
+      }
       if (p == P::P3 - 1) {   // every warp's z reads are done (C = 8: and rank + 4 has its copy): the last
-        if (P::KSPLIT1 && P::runs_layer2(rank)) mbar_wait_cluster(zdone, it & 1);   // quarter of d overwrites Z
+        if (!P::RS && P::KSPLIT1 && P::runs_layer2(rank)) mbar_wait_cluster(zdone, it & 1);   // quarter of d overwrites Z
         consumers_sync();
       }
       store_relu(act, sum, b1, isc + SC3, p * N3, rw, q);
@@ -2327,9 +2465,12 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     if (C > 1 && rank > 0) {
       if (q == 0)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
+        for (int h = 0; h < 2; ++h) {
           st_async(cluster_addr(red + (rank - 1) * BM + rw + 8 * h, 0), exact[h] ? __int_as_float(0x7fffffff) : recon[h],
                    cluster_addr(rfull, 0));
+          if (P::RS && rank < P::G2)   // RS: the KL sums of this rank's latent units
+            st_async(cluster_addr(red + (7 + rank - 1) * BM + rw + 8 * h, 0), kl[h], cluster_addr(rfull, 0));
+        }
     } else {
       if (C > 1) mbar_wait_cluster(rfull, it & 1);
 #pragma unroll
@@ -2337,6 +2478,9 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         const int row = row0 + rw + 8 * h;
 #pragma unroll
         for (int j = 1; j < C; ++j) recon[h] += red[(j - 1) * BM + rw + 8 * h];   // rank order: fixed
+        if constexpr (P::RS)
+#pragma unroll
+          for (int j = 1; j < P::G2; ++j) kl[h] += red[(7 + j - 1) * BM + rw + 8 * h];
         exact[h] = (exact[h] || isnan(recon[h])) && row < B;
 #ifdef VAE_WG_NO_EXACT   // dev: no fp32 fallback (wrong results where activations leave FP16's range)
         exact[h] = false;
@@ -2352,7 +2496,9 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     consumers_sync();   // the next tile's layer 1 writes ACT, which layer 4 read
     if (C > 1 && tid == 0 && t + clusters < tiles) {   // the blocks that push into this one may push the next
       if (P::KSPLIT1 && !P::runs_layer2(rank)) {       // tile's (not after the last: they may have exited)
-        mbar_arrive_cluster(pfree, rank - P::G2);        // C = 8, ranks 4-7: rank - 4 sends z
+        if constexpr (P::RS)                             // C = 8, ranks 4-7: RS, every layer-2 rank sends a z slice
+          for (int j = 0; j < P::G2; ++j) mbar_arrive_cluster(pfree, j);
+        else mbar_arrive_cluster(pfree, rank - P::G2);   // else rank - 4 sends z
       } else {
         for (int j = 1; j < P::G2; ++j) mbar_arrive_cluster(pfree, (rank + j) % P::G2);
         if (P::KSPLIT1) mbar_arrive_cluster(pfree, rank + P::G2);   // rank + 4 sends its layer-1 partials
