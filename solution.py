@@ -1298,6 +1298,9 @@ constexpr int SPARE_DRAWS = VAE_WG_SPARE_DRAWS;
 static_assert(WS_BYTES % 16 == 0, "the noise buffers after the workspace stay 16-byte aligned");
 static_assert(D % BK == 0 && H % BK == 0 && L % BK == 0, "whole K-chunks");
 static_assert(WROWS == PRODUCERS && (BM * 4) % PRODUCERS == 0, "a weight row per producer thread");
+// VAE_WG_HELP: a helper block's record for its worker, after the noise: 32 partial sums and the 2 rows'
+// largest |x| per consumer thread, as [9][CONSUMERS] float4; then a u32 flag per block.
+constexpr int HREC_F4 = 9, HREC_BYTES = HREC_F4 * 16 * CONSUMERS;
 constexpr int NOISE_BYTES = BM * L * 4;   // per block after the workspace: the tile's eps, [L][BM];
                                           // then per cluster: its first tile's eps (drawn at entry)
 
@@ -1336,6 +1339,17 @@ template <int C> struct Plan {
   // ranks 0-3 (the layer-2 group, G2) run layer 2, as a cluster of 4; r sends its z to r + 4 (`zfull`).
   // All 8 run layer 3 whole and 1/8 of the pixels (96, rank 0 112).
   static constexpr bool KSPLIT1 = C == 8;
+  // HELP (dev, VAE_WG_HELP; C = 4): where the tiles fill at most half the clusters (B = 2048 on the H200:
+  // 16 tiles, 33 clusters), cluster k + tiles helps cluster k: its rank r runs layer 1 over K-chunks
+  // [HK, KC1) for rank r's units of tile k (what rank r + 4 does at C = 8) and hands the partial sums over
+  // through the workspace (HREC, a release flag); rank r runs [0, HK) and adds them. The helpers also
+  // draw their worker's noise at entry.
+#ifdef VAE_WG_HELP
+  static constexpr bool HELP = C == 4;
+#else
+  static constexpr bool HELP = false;
+#endif
+  static constexpr int HK = (KC1 + 1) / 2;
   static constexpr int G2 = KSPLIT1 ? 4 : C;                          // ranks of the layer-2 K-split
   static constexpr int KC1_LO = KSPLIT1 ? (KC1 + 1) / 2 : KC1;        // C = 8: ranks 0-3's layer-1 chunks
   static constexpr int P1 = C == 1 ? 2 : 1, N1 = G2 == 4 ? 64 : C == 3 ? 96 : 128, P3 = H / N3;
@@ -1639,9 +1653,15 @@ __device__ __forceinline__ unsigned nctaid() {
 template <int C> __device__ __forceinline__ unsigned workers(int B) {
   return min((unsigned)(B + wg::BM - 1) / wg::BM, nctaid() / C) * C;
 }
+template <int C> __device__ __forceinline__ bool helping(int B) {   // VAE_WG_HELP: a helper cluster per tile
+  return wg::Plan<C>::HELP && 2 * workers<C>(B) <= nctaid();
+}
+template <int C> __device__ __forceinline__ unsigned spare_first(int B) {   // the first spare block
+  return helping<C>(B) ? 2 * workers<C>(B) : workers<C>(B);
+}
 template <int C> __device__ __forceinline__ bool spare_noise(int B) {
   const int64_t values = (int64_t)((B + wg::BM - 1) / wg::BM) * wg::BM * L;   // every tile's, rows past B too
-  return (int64_t)(nctaid() - workers<C>(B)) * wg::THREADS * wg::SPARE_DRAWS >= values;
+  return (int64_t)(nctaid() - spare_first<C>(B)) * wg::THREADS * wg::SPARE_DRAWS >= values;
 }
 __device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
   unsigned v;
@@ -2002,11 +2022,27 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   // spares_draw's count in smem, read where needed (kept in registers across the tiles, it made the producers
   // spill at their 56 registers)
   const bool spares_draw = spare_noise<C>(B);
-  if (tid == 0) *reinterpret_cast<volatile unsigned*>(sm + S::SPARES) = spares_draw ? nctaid() - workers<C>(B) : 0u;
+  if (tid == 0) *reinterpret_cast<volatile unsigned*>(sm + S::SPARES) = spares_draw ? nctaid() - spare_first<C>(B) : 0u;
+  // HELP: a worker block's record and flag (the flag zeroed by the worker before the grid sync)
+  auto help_rec = [&](int wb) {
+    return reinterpret_cast<float4*>(ws + WS_BYTES + (size_t)(gridDim.x + gridDim.x / C) * NOISE_BYTES + (size_t)wb * HREC_BYTES);
+  };
+  auto help_flag = [&](int wb) {
+    return reinterpret_cast<unsigned*>(ws + WS_BYTES + (size_t)(gridDim.x + gridDim.x / C) * NOISE_BYTES +
+                                       (size_t)gridDim.x * HREC_BYTES + (size_t)wb * 4);
+  };
+  if constexpr (P::HELP)
+    if (helping<C>(B) && cluster < tiles && tid == 0) *help_flag(blockIdx.x) = 0u;
   if (spares_draw) {   // the done count zeroed before the grid sync; the spares add after it
     if (blockIdx.x == 0 && tid == 0) *reinterpret_cast<unsigned*>(ws + WS_DONE) = 0u;
   } else if constexpr (P::EARLY_NOISE) {
-    if (cluster < tiles) draw_first_tile<C>(eps0, noise_source(noise), cluster * BM, B, rank);
+    if (P::HELP && helping<C>(B)) {   // the helper of cluster k draws k's noise, into k's eps0
+      if (cluster >= tiles && cluster < 2 * tiles)
+        draw_first_tile<C>(reinterpret_cast<float*>(ws + WS_BYTES + ((size_t)gridDim.x + cluster - tiles) * NOISE_BYTES),
+                           noise_source(noise), (cluster - tiles) * BM, B, rank);
+    } else if (cluster < tiles) {
+      draw_first_tile<C>(eps0, noise_source(noise), cluster * BM, B, rank);
+    }
   }
 #ifdef VAE_PROFILE
   const long long t_drawn = clock64();
@@ -2016,10 +2052,10 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #endif
   asm volatile("fence.proxy.async.global;" ::: "memory");   // generic writes -> other blocks' bulk copies
   cg::this_grid().sync();
-  if ((int)blockIdx.x >= workers<C>(B)) {   // ---- spare blocks: every tile's noise (or nothing), then done
+  if ((int)blockIdx.x >= spare_first<C>(B)) {   // ---- spare blocks: every tile's noise (or nothing), then done
     if (spares_draw) {
       draw_all_tiles(reinterpret_cast<float*>(ws + WS_BYTES + (size_t)gridDim.x * NOISE_BYTES), noise_source(noise),
-                     tiles, B, (int)blockIdx.x - workers<C>(B), (int)gridDim.x - workers<C>(B));
+                     tiles, B, (int)blockIdx.x - spare_first<C>(B), (int)gridDim.x - spare_first<C>(B));
       __threadfence();   // each thread's eps stores, then the block's one release
       __syncthreads();
       if (tid == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(ws + WS_DONE) : "memory");
@@ -2042,12 +2078,13 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     const int pt = tid - CONSUMERS;   // this thread's x row
     if (pt == 0) asm volatile("fence.proxy.async.global;" ::: "memory");
     const NoiseDraw draw = noise_source(noise);
+    const bool helper = P::HELP && cluster >= tiles;   // HELP: past the spares' return, a helper (of cluster - tiles)
     int c = 0;
-    for (int t = cluster; t < tiles; t += clusters) {
+    for (int t = helper ? cluster - tiles : cluster; t < tiles; t += clusters) {
       const int row0 = t * BM;
       // chunk of the tile, for the noise schedule: started past it where others draw this tile's noise
       int ci = *reinterpret_cast<volatile unsigned*>(sm + S::SPARES) != 0u || (P::EARLY_NOISE && t == cluster) ||
-               !P::runs_layer2(rank) ? 1 << 20 : 0;
+               !P::runs_layer2(rank) || helper ? 1 << 20 : 0;
       // chunk kc of a pass over rows n0 .. n0 + n - 1 of layer l into the next stage
       auto chunk = [&](Layer l, int n0, int n, int kc, bool with_x) {
         if (c >= NS) mbar_wait(&empty[c % NS], (c / NS - 1) & 1);
@@ -2084,11 +2121,16 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         }
         ++c, ++ci;
       };
-      const int k1a = P::k1_first(rank), k1b = P::runs_layer2(rank) ? P::KC1_LO : KC1;   // layer 1's K-chunks
+      int k1a = P::k1_first(rank), k1b = P::runs_layer2(rank) ? P::KC1_LO : KC1;   // layer 1's K-chunks
+      if constexpr (P::HELP) {   // HELP: the helper [HK, KC1), its worker [0, HK)
+        if (helper) k1a = P::HK;
+        else if (helping<C>(B)) k1b = P::HK;
+      }
 #pragma unroll 1
       for (int p = 0; p < P::P1; ++p)
 #pragma unroll 1
         for (int kc = k1a; kc < k1b; ++kc) chunk(WL1, P::n1(rank, p), P::N1, kc, true);
+      if (helper) break;   // (HELP) a helper has layer 1 only
       if (P::runs_layer2(rank))
 #pragma unroll 1
         for (int kc = 0; kc < P::kc2_count(rank); ++kc) chunk(WL2, 0, N2, P::kc2_first(rank) + kc, false);
@@ -2111,11 +2153,12 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   const int rw = 64 * (tid / 128) + 16 * ((tid / 32) % 4) + (lane >> 2);   // rows rw, rw + 8 of the tile
   int c = 0;
   uint32_t xph = 0;   // bit s: the phase parity of xfull[s] to wait for
-  for (int t = cluster, it = 0; t < tiles; t += clusters, ++it) {
+  const bool helper = P::HELP && cluster >= tiles;   // HELP: past the spares' return, a helper (of cluster - tiles)
+  for (int t = helper ? cluster - tiles : cluster, it = 0; t < tiles; t += clusters, ++it) {
     const int row0 = t * BM;
     float kl[2] = {0.f, 0.f}, recon[2] = {0.f, 0.f};   // partial sums of rows rw, rw + 8
     float amax[2] = {0.f, 0.f};   // largest |A value| this thread split, rows rw, rw + 8 (FP16 range check)
-    if (C > 1 && tid == 0) {   // this tile's bytes from the peers
+    if (C > 1 && tid == 0 && !helper) {   // this tile's bytes from the peers
       if (P::runs_layer2(rank)) mbar_expect(pfull, P::XBYTES);
       if constexpr (P::RS) {   // the z slices; C = 8, ranks 0-3: rank + 4's layer-1 partials
         if (P::KSPLIT1 && P::runs_layer2(rank)) mbar_expect(hfull, P::HBYTES);
@@ -2145,8 +2188,48 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           xph ^= 1u << st;
         });
       };
-      if (P::runs_layer2(rank)) run1(std::integral_constant<int, P::KC1_LO>());
-      else if constexpr (P::KSPLIT1) run1(std::integral_constant<int, KC1 - P::KC1_LO>());
+      if constexpr (P::HELP) {   // HELP: the helper over [HK, KC1), its worker over [0, HK)
+        if (helper) run1(std::integral_constant<int, KC1 - P::HK>());
+        else if (helping<C>(B)) run1(std::integral_constant<int, P::HK>());
+        else run1(std::integral_constant<int, P::KC1_LO>());
+      } else if (P::runs_layer2(rank)) {
+        run1(std::integral_constant<int, P::KC1_LO>());
+      } else if constexpr (P::KSPLIT1) {
+        run1(std::integral_constant<int, KC1 - P::KC1_LO>());
+      }
+      if constexpr (P::HELP) {
+        static_assert(!P::HELP || P::N1 == 64, "HELP: a record holds 32 sums a thread");
+        if (helper) {   // the partial sums and this thread's two rows' largest |x| to the worker, then done
+          float4* rec = help_rec(blockIdx.x - tiles * C);
+#pragma unroll
+          for (int k = 0; k < 8; ++k)
+            __stcg(rec + k * CONSUMERS + tid, make_float4(sum[4 * k], sum[4 * k + 1], sum[4 * k + 2], sum[4 * k + 3]));
+          __stcg(rec + 8 * CONSUMERS + tid, make_float4(amax[0], amax[1], 0.f, 0.f));
+          consumers_sync();
+          if (tid == 0) {   // every thread's stores (ordered by the barrier), then the release
+            __threadfence();
+            asm volatile("st.release.gpu.global.u32 [%0], 1;" :: "l"(help_flag(blockIdx.x - tiles * C)) : "memory");
+          }
+          return;
+        }
+        if (helping<C>(B)) {   // the helper's sums added to this rank's, its rows' |x| maxima taken
+          if (tid == 0)
+            while (ld_acquire_gpu(help_flag(blockIdx.x)) == 0u) __nanosleep(32);
+          consumers_sync();
+          const float4* rec = help_rec(blockIdx.x);
+#pragma unroll
+          for (int k = 0; k < 8; ++k) {
+            const float4 v = __ldcg(rec + k * CONSUMERS + tid);
+            sum[4 * k] += v.x;
+            sum[4 * k + 1] += v.y;
+            sum[4 * k + 2] += v.z;
+            sum[4 * k + 3] += v.w;
+          }
+          const float4 a = __ldcg(rec + 8 * CONSUMERS + tid);
+          amax[0] = fmaxf(amax[0], a.x);
+          amax[1] = fmaxf(amax[1], a.y);
+        }
+      }
       if constexpr (P::KSPLIT1) {   // C = 8: rank + 4's partial sums into rank's, through rank's own h quarter
         float* part = act + act_at(0, P::n1(rank, 0));   // one ACT quarter (64 columns x BM), same in both
         if (!P::runs_layer2(rank)) {   // ranks 4-7: into own ACT (free: no h here), then one bulk copy
@@ -2672,7 +2755,12 @@ static void launch_wg(const float* xp, const Params& w, float* op, int B, const 
 #else   // every cluster that runs at once: those past the tiles split weights and may draw the noise
   const int grid = wg_max_clusters<C>(dv) * C;
 #endif
-  at::Tensor ws = at::empty({(int64_t)wg::WS_BYTES + (int64_t)(grid + grid / C) * wg::NOISE_BYTES},
+#ifdef VAE_WG_HELP   // dev: the helpers' records and flags (clusters of 4)
+  const int64_t help_bytes = C == 4 ? (int64_t)grid * (wg::HREC_BYTES + 4) : 0;
+#else
+  const int64_t help_bytes = 0;
+#endif
+  at::Tensor ws = at::empty({(int64_t)wg::WS_BYTES + (int64_t)(grid + grid / C) * wg::NOISE_BYTES + help_bytes},
                             x.options().dtype(at::kByte));
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(grid);
