@@ -1274,6 +1274,9 @@ constexpr int NS = VAE_WG_NS;             // stages
 #define VAE_WG_NOISE_BATCH 2              // noise values a producer thread draws at once (1, 2, 4)
 #endif
 constexpr int WROWS = 128;                // rows of the largest weight chunk (a pass's columns)
+#ifndef VAE_WG_XCHG_FRAC
+#define VAE_WG_XCHG_FRAC 1                // dev: layer 2's bulk copies carry 1 / FRAC of the partials' bytes (wrong results)
+#endif
 #ifndef VAE_WG_N3
 #define VAE_WG_N3 64                      // dev: layer 3's pass width (128: 2 passes of 2 chunks, not 4)
 #endif
@@ -1349,9 +1352,9 @@ template <int C> struct Plan {
 #else
   static constexpr bool HELP = false;
 #endif
-  static constexpr int HK = (KC1 + 1) / 2;
+  static constexpr int HK = (KC1 + 1) / 2;                            // layer 1's first K half (C = 8, HELP)
   static constexpr int G2 = KSPLIT1 ? 4 : C;                          // ranks of the layer-2 K-split
-  static constexpr int KC1_LO = KSPLIT1 ? (KC1 + 1) / 2 : KC1;        // C = 8: ranks 0-3's layer-1 chunks
+  static constexpr int KC1_LO = KSPLIT1 ? HK : KC1;                   // C = 8: ranks 0-3's layer-1 chunks
   static constexpr int P1 = C == 1 ? 2 : 1, N1 = G2 == 4 ? 64 : C == 3 ? 96 : 128, P3 = H / N3;
   static constexpr int KC2_MAX = C == 3 ? 6 : KC2 / G2, KC2_MIN = C == 3 ? 5 : KC2 / G2;   // layer 2's chunks
   static constexpr int WP = G2 == 4 ? 96 : C == 1 ? W4_C1 : W4;      // layer 4's pass width,
@@ -1384,9 +1387,6 @@ template <int C> struct Plan {
   static constexpr bool BULK_X = C == 2 || C == 4 || C == 8;
 #endif
   static_assert(!BULK_X || (16 * KC2_MAX) % 64 == 0, "BULK_X: part_col(s) = 16 KC2_MAX s starts an ACT quarter");
-#ifndef VAE_WG_XCHG_FRAC
-#define VAE_WG_XCHG_FRAC 1   // dev: BULK_X's copies carry 1 / FRAC of the partials' bytes (the bytes' cost; wrong results)
-#endif
   static constexpr int XCOPY = BULK_X ? BM * N2 * 4 / VAE_WG_XCHG_FRAC : BM * N2 * 4;   // bytes to each peer
   static_assert(XCOPY % 16 == 0, "bulk copies move multiples of 16 bytes");
   // RS (dev, VAE_WG_RS; with BULK_X): layer 2's exchange as a reduce-scatter, then z all-gathered. Rank s of
@@ -1411,7 +1411,7 @@ template <int C> struct Plan {
   static_assert(!RS || (BM == 128 && ((G2 == 4 && RSB <= 8192 && ZSB <= 4096) || (G2 == 2 && RSB <= 16384 && ZSB <= 8192))),
                 "RS: staging in a quarter's first 8 KB (G2 = 2: 16), slots of 4 KB (8), partials in its second half");
   static constexpr int XBYTES = (G2 - 1) * (RS ? RSB : XCOPY);   // partial mu | logvar bytes a rank receives per tile
-  // RS: z-slice bytes a block receives per tile; pfree / zdone arrivals a layer-2 rank counts (its targets)
+  // RS: z-slice bytes a layer-2 rank / a rank 4-7 receives per tile
   static constexpr int ZRECV_LO = (G2 - 1) * ZSB, ZRECV_HI = G2 * ZSB;
   // Layer 2's K-split: rank r sums over its own units 16 kc2_first(r) .. (kc2_count(r) chunks). Peer s's
   // partial sums (64 columns) go into every other rank's ACT at s's own first unit: C = 1, 2, 4: ACT
@@ -1713,13 +1713,11 @@ __device__ __forceinline__ void ws_promote(float (&sum)[NACC], float (&acc)[CHAI
 __device__ long long wg_chunk_prof[6];   // [5]: every chunk's cycles, for the layers' in-chunk share
 __device__ __forceinline__ unsigned clock32() { unsigned v; asm volatile("mov.u32 %0, %%clock;" : "=r"(v)); return v; }
 #define CPROF(v) const unsigned v = clock32()   // 32-bit stamps: clock64's pairs made ptxas spill
-#else
-#define CPROF(v) do {} while (0)
-#endif
-#ifdef VAE_PROFILE_CHUNKS   // in the wg kernel, next to PROF(i): chunk cycles so far (block 0, thread 0)
+// in the wg kernel, next to PROF(i): chunk cycles so far (block 0, thread 0); layer 2's steps
 #define CHPROF(i) do { if (threadIdx.x == 0 && blockIdx.x == 0) inch[i] = wg_chunk_prof[5]; } while (0)
 #define L2PROF(i) do { if (threadIdx.x == 0) l2s[i] = clock64(); } while (0)
 #else
+#define CPROF(v) do {} while (0)
 #define CHPROF(i) do {} while (0)
 #define L2PROF(i) do {} while (0)
 #endif
@@ -2004,13 +2002,13 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     mbar_init(pfull); mbar_init(rfull);
     // pfree: one arrival from each block this one pushes to (C = 8: ranks 0-3 the other three and rank + 4,
     // ranks 4-7 rank - 4)
-    // (RS, C = 8: ranks 0-3 also push z slices into ranks 4-7, so they count those four too)
-    mbar_init_count(pfree, P::KSPLIT1 ? (rank < P::G2 ? P::G2 + (P::RS ? 3 : 0) : 1) : C > 1 ? C - 1 : 1);
+    // (RS, C = 8: ranks 0-3 push z slices into every other block, so they count C - 1)
+    mbar_init_count(pfree, P::KSPLIT1 ? (rank < P::G2 ? (P::RS ? C - 1 : P::G2) : 1) : C > 1 ? C - 1 : 1);
     mbar_init_count(xdone, P::G2 > 1 ? P::G2 - 1 : 1);
     if constexpr (P::KSPLIT1 || P::RS) {
       mbar_init(hfull); mbar_init(zfull);
       // zdone: C = 8, rank + 4's receipt of z; RS: every block's receipt of this rank's z slice
-      if constexpr (P::RS) mbar_init_count(zdone, rank < P::G2 ? (P::G2 - 1) + (P::KSPLIT1 ? 4 : 0) : 1);
+      if constexpr (P::RS) mbar_init_count(zdone, rank < P::G2 ? C - 1 : 1);
       else mbar_init(zdone);
     }
     mbar_init(iscful);
@@ -2283,16 +2281,6 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
                                                                  sum[NM + s2 * E + e + 2], sum[NM + s2 * E + e + 3]);
           }
         }
-        float own_m[E], own_l[E];   // own entries out of sum (static indices, so sum dies here)
-#pragma unroll
-        for (int e = 0; e < E; ++e) own_m[e] = own_l[e] = 0.f;
-#pragma unroll
-        for (int s2 = 0; s2 < G2; ++s2)
-#pragma unroll
-          for (int e = 0; e < E; ++e) {
-            own_m[e] = select(s2 == rank, sum[s2 * E + e], own_m[e]);
-            own_l[e] = select(s2 == rank, sum[NM + s2 * E + e], own_l[e]);
-          }
         fence_proxy_async_smem();
         consumers_sync();
         if (tid == 0) {
@@ -2314,8 +2302,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           const float* in = act + P::rs_in(s2) + tid * 2 * E;
 #pragma unroll
           for (int e = 0; e < E; ++e) {
-            mu_s[e] += s2 == rank ? own_m[e] : in[e];
-            lv_s[e] += s2 == rank ? own_l[e] : in[E + e];
+            mu_s[e] += s2 == rank ? sum[s2 * E + e] : in[e];
+            lv_s[e] += s2 == rank ? sum[NM + s2 * E + e] : in[E + e];
           }
         }
         const int i0 = rank * E;   // own mu entries i0 .. i0 + E - 1: unit acc_col(i0 + e, q), row rw + acc_row(e)
