@@ -32,7 +32,7 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
   by a power of two into FP16's range, into hi + lo FP16 parts in a workspace (1.7 MB, per call),
   grid sync, then each cluster takes 128-row tiles,
   rank r its share of layer 1's hidden units and of the pixels, layer 2 over its own hidden units
-  (the partial sums exchanged by bulk copy, in clusters of 3 by st.async), layer 3 whole. Per block: 4 producer warps stream
+  (the partial sums reduce-scattered by bulk copy and z all-gathered; in clusters of 3 by st.async), layer 3 whole. Per block: 4 producer warps stream
   16-column weight chunks (bulk copies) and x (cp.async) through 4 stages on mbarriers. The noise
   (16 KB of workspace per block) is drawn by the spare clusters (those past the last tile) during
   layer 1 where they are enough, else by the producers during layer 1, and in clusters of 4 and 8 the
@@ -1274,14 +1274,7 @@ constexpr int NS = VAE_WG_NS;             // stages
 #define VAE_WG_NOISE_BATCH 2              // noise values a producer thread draws at once (1, 2, 4)
 #endif
 constexpr int WROWS = 128;                // rows of the largest weight chunk (a pass's columns)
-#ifndef VAE_WG_XCHG_FRAC
-#define VAE_WG_XCHG_FRAC 1                // dev: layer 2's bulk copies carry 1 / FRAC of the partials' bytes (wrong results)
-#endif
-#ifndef VAE_WG_N3
-#define VAE_WG_N3 64                      // dev: layer 3's pass width (128: 2 passes of 2 chunks, not 4)
-#endif
-constexpr int N2 = 2 * L, N3 = VAE_WG_N3;  // columns per pass of layers 2 and 3
-static_assert(N3 == 64 || N3 == 128, "layer 3: passes of 64 or 128 columns (a stage holds WROWS rows)");
+constexpr int N2 = 2 * L;                 // columns of layer 2's one pass
 constexpr int KC1 = D / BK, KC2 = H / BK, KC3 = L / BK, KC4 = H / BK;   // chunks per pass
 // The workspace: per layer, K-chunk after K-chunk, each all of the layer's weight rows (64 bytes each:
 // hi, then lo); a pass of n rows from row n0 (n0 % 8 == 0, the swizzle's period) is one contiguous bulk
@@ -1301,23 +1294,20 @@ constexpr int SPARE_DRAWS = VAE_WG_SPARE_DRAWS;
 static_assert(WS_BYTES % 16 == 0, "the noise buffers after the workspace stay 16-byte aligned");
 static_assert(D % BK == 0 && H % BK == 0 && L % BK == 0, "whole K-chunks");
 static_assert(WROWS == PRODUCERS && (BM * 4) % PRODUCERS == 0, "a weight row per producer thread");
-// VAE_WG_HELP: a helper block's record for its worker, after the noise: 32 partial sums and the 2 rows'
-// largest |x| per consumer thread, as [9][CONSUMERS] float4; then a u32 flag per block.
-constexpr int HREC_F4 = 9, HREC_BYTES = HREC_F4 * 16 * CONSUMERS;
 constexpr int NOISE_BYTES = BM * L * 4;   // per block after the workspace: the tile's eps, [L][BM];
                                           // then per cluster: its first tile's eps (drawn at entry)
 
 // Each 128-row tile is split over a cluster of C blocks (C = 1, 2, 3, 4, 8): rank r computes its share of
 // layer 1's hidden units and of layer 4's pixels for all 128 rows, layer 2 over its own hidden units
-// only (K-split: its partial mu | logvar sums go into every peer's ACT by st.async, and every rank adds
-// the C partials in rank order), layer 3 (K = 32, 8 small chunks) whole. Passes per tile of rank r,
+// only (K-split: C = 2, 4, 8 reduce-scatter the partial mu | logvar sums and all-gather z (RS); C = 3 puts
+// them into every peer's ACT by st.async; the partials are added in rank order), layer 3 (K = 32) whole. Passes per tile of rank r,
 // in order (n0: first column, n: columns):
 //   layer 1  P1 passes of N1: C = 1: 2 x 128; C = 2: 128 (units 128 r ..); C = 4: 64 (units 64 r ..);
 //            C = 3: 96 (units 80 r .., so 16 of ranks 1 and 2 are computed twice and not used);
 //            C = 8: 64 (units 64 (r % 4) .., K-chunks 0-24 for r < 4, 25-48 for r >= 4)
 //   layer 2  1 pass of 64 over the rank's own K-chunks: [KC2 / C r, KC2 / C (r + 1)); C = 3: 0-5 |
 //            6-10 | 11-15 (units 0-95 | 96-175 | 176-255); C = 8: ranks 0-3 only, as C = 4
-//   layer 3  4 passes of 64
+//   layer 3  4 passes of 64 (C = 8: 2 of 128)
 //   layer 4  C = 1: 7 x 112; else 784 / C pixels +-8, rank 0's first pass 16 wider (C = 2: 0-399 |
 //            400-783 in 3 passes of 128; C = 3: 0-271 | 272-527 | 528-783 in 2 of 128; C = 4: 0-207 |
 //            208-399 | 400-591 | 592-783 in 2 of 96; C = 8: 0-111 | 112-207 | ... | 688-783 in 1).
@@ -1339,22 +1329,14 @@ template <int C> struct Plan {
   // C = 8 (KSPLIT1): ranks r and r + 4 (r < 4) both compute layer 1 for rank r's units of a cluster of 4,
   // r over K-chunks [0, KC1_LO) and r + 4 over the rest; r + 4's partial sums reach r by one bulk copy
   // (`hfull`, into r's own ACT quarter, where each thread adds its own entries before storing h). Only
-  // ranks 0-3 (the layer-2 group, G2) run layer 2, as a cluster of 4; r sends its z to r + 4 (`zfull`).
+  // ranks 0-3 (the layer-2 group, G2) run layer 2, as a cluster of 4; their z slices go to all 8 (RS).
   // All 8 run layer 3 whole and 1/8 of the pixels (96, rank 0 112).
   static constexpr bool KSPLIT1 = C == 8;
-  // HELP (dev, VAE_WG_HELP; C = 4): where the tiles fill at most half the clusters (B = 2048 on the H200:
-  // 16 tiles, 33 clusters), cluster k + tiles helps cluster k: its rank r runs layer 1 over K-chunks
-  // [HK, KC1) for rank r's units of tile k (what rank r + 4 does at C = 8) and hands the partial sums over
-  // through the workspace (HREC, a release flag); rank r runs [0, HK) and adds them. The helpers also
-  // draw their worker's noise at entry.
-#ifdef VAE_WG_HELP
-  static constexpr bool HELP = C == 4;
-#else
-  static constexpr bool HELP = false;
-#endif
-  static constexpr int HK = (KC1 + 1) / 2;                            // layer 1's first K half (C = 8, HELP)
   static constexpr int G2 = KSPLIT1 ? 4 : C;                          // ranks of the layer-2 K-split
-  static constexpr int KC1_LO = KSPLIT1 ? HK : KC1;                   // C = 8: ranks 0-3's layer-1 chunks
+  static constexpr int KC1_LO = KSPLIT1 ? (KC1 + 1) / 2 : KC1;        // C = 8: ranks 0-3's layer-1 chunks
+  // Layer 3's pass width: at C = 8, 2 passes of 128 (2 chunks a stage's worth each) against 4 of 64 were
+  // -0.7 to -1.1 µs (B = 512-1920); at C = 3 (B = 4096) +3.1, at C = 2 and 4 within 0.2.
+  static constexpr int N3 = KSPLIT1 ? 128 : 64;
   static constexpr int P1 = C == 1 ? 2 : 1, N1 = G2 == 4 ? 64 : C == 3 ? 96 : 128, P3 = H / N3;
   static constexpr int KC2_MAX = C == 3 ? 6 : KC2 / G2, KC2_MIN = C == 3 ? 5 : KC2 / G2;   // layer 2's chunks
   static constexpr int WP = G2 == 4 ? 96 : C == 1 ? W4_C1 : W4;      // layer 4's pass width,
@@ -1377,19 +1359,9 @@ template <int C> struct Plan {
                 P3 * KC3 + P4 * KC4 >= NS, "the noise schedule");
   static_assert((C == 3 ? 80 * 2 + N1 == H && 11 + KC2_MIN == KC2 : P1 * N1 * G2 == H && KC2_MAX * G2 == KC2) &&
                 N1 <= WROWS, "layers 1 and 2 covered");
-  static constexpr int HBYTES = BM * N1 * 4, ZBYTES = BM * L * 4;   // C = 8: the layer-1 partial, z
-  static_assert(!KSPLIT1 || (HBYTES == 64 * BM * 4 && ZBYTES % 16 == 0), "C = 8: the partial is one ACT quarter");
-  // BULK_X: a rank's partials (64 columns: one ACT quarter when part_col is a multiple of 64) go to the
-  // peers by one bulk copy each; C = 3's windows straddle quarters, so there they go by st.async.
-#ifdef VAE_WG_XCHG_ST   // dev: st.async at every C (the exchange before)
-  static constexpr bool BULK_X = false;
-#else
-  static constexpr bool BULK_X = C == 2 || C == 4 || C == 8;
-#endif
-  static_assert(!BULK_X || (16 * KC2_MAX) % 64 == 0, "BULK_X: part_col(s) = 16 KC2_MAX s starts an ACT quarter");
-  static constexpr int XCOPY = BULK_X ? BM * N2 * 4 / VAE_WG_XCHG_FRAC : BM * N2 * 4;   // bytes to each peer
-  static_assert(XCOPY % 16 == 0, "bulk copies move multiples of 16 bytes");
-  // RS (dev, VAE_WG_RS; with BULK_X): layer 2's exchange as a reduce-scatter, then z all-gathered. Rank s of
+  static constexpr int HBYTES = BM * N1 * 4;   // C = 8: the layer-1 partial
+  static_assert(!KSPLIT1 || HBYTES == 64 * BM * 4, "C = 8: the partial is one ACT quarter");
+  // RS (C = 2, 4, 8): layer 2's exchange as a reduce-scatter by bulk copies, then z all-gathered. Rank s of
   // the layer-2 group owns latent units [UL s, UL s + UL): rank r sends s only the partial sums of those
   // (mu and logvar: RS_E + RS_E of a thread's entries, RSB bytes, not 32 KB), s adds the G2 of them in
   // rank order, computes z and the KL terms of its units and sends its z slice (ZSB bytes) to every
@@ -1398,11 +1370,11 @@ template <int C> struct Plan {
   // of r's first h quarter, which the receiver does not use), slot p (owner p's z slice; at p itself the
   // copy's source) at rs_slot(p), Z in quarter 3's first half: all disjoint. A block's own h quarters are
   // written only after its layer-2 reads: by itself, or by copies that follow its partials (a slot).
-#ifdef VAE_WG_RS
-  static constexpr bool RS = BULK_X;
-#else
-  static constexpr bool RS = false;
-#endif
+  // Measured against all 32 KB of partials to every peer by bulk copy (24 + 12 KB out per rank, not
+  // 96 + 16): -1.4 to -2.1 µs at C = 8 (B = 512-1920), -3.6 at C = 4 (2048). C = 3 (its windows straddle
+  // ACT quarters) and C = 1 push each entry by st.async / keep it.
+  static constexpr bool RS = C == 2 || C == 4 || C == 8;
+  static_assert(!RS || (16 * KC2_MAX) % 64 == 0, "RS: part_col(s) = 16 KC2_MAX s starts an ACT quarter");
   static constexpr int RS_E = 16 / G2, RS_UL = L / G2;   // a thread's mu entries per owner; units per owner
   static constexpr int RSB = CONSUMERS * 2 * RS_E * 4, ZSB = BM * RS_UL * 4;
   __device__ static int rs_stage(int j) { return G2 == 4 ? (j - 1) * 64 * BM : 0; }
@@ -1410,7 +1382,7 @@ template <int C> struct Plan {
   __device__ static int rs_slot(int p) { return G2 == 4 ? (p >> 1) * 64 * BM + 16 * BM + (p & 1) * 8 * BM : 128 * BM + p * 16 * BM; }
   static_assert(!RS || (BM == 128 && ((G2 == 4 && RSB <= 8192 && ZSB <= 4096) || (G2 == 2 && RSB <= 16384 && ZSB <= 8192))),
                 "RS: staging in a quarter's first 8 KB (G2 = 2: 16), slots of 4 KB (8), partials in its second half");
-  static constexpr int XBYTES = (G2 - 1) * (RS ? RSB : XCOPY);   // partial mu | logvar bytes a rank receives per tile
+  static constexpr int XBYTES = (G2 - 1) * (RS ? RSB : BM * N2 * 4);   // partial mu | logvar bytes a rank receives per tile
   // RS: z-slice bytes a layer-2 rank / a rank 4-7 receives per tile
   static constexpr int ZRECV_LO = (G2 - 1) * ZSB, ZRECV_HI = G2 * ZSB;
   // Layer 2's K-split: rank r sums over its own units 16 kc2_first(r) .. (kc2_count(r) chunks). Peer s's
@@ -1467,11 +1439,7 @@ struct WgSmem {   // bytes
   static constexpr int STAGE = WB + wg::BM * wg::ROWB;       // + x
   static constexpr int STG = ACT + wg::BM * H * 4;
   static constexpr int RED = STG + wg::NS * STAGE;          // rank 0 of a cluster: the peers' recon sums [7][BM]
-#ifdef VAE_WG_RS
   static constexpr int RED_ROWS = 7 + 3;                     // (RS: + the layer-2 peers' KL sums [3][BM])
-#else
-  static constexpr int RED_ROWS = 7;
-#endif
   static constexpr int ISC = RED + RED_ROWS * wg::BM * 4;    // the weight rows' inverse scales (wg::SC1 ..)
   static constexpr int BARS = ISC + wg::WROWS_ALL * 4;       // full[NS], empty[NS], xfull[NS], nfull, then
   static constexpr int NBARS = 3 * wg::NS + 1 + 7 + 1;       // the cluster's pfull, rfull, pfree, xdone, hfull,
@@ -1653,15 +1621,9 @@ __device__ __forceinline__ unsigned nctaid() {
 template <int C> __device__ __forceinline__ unsigned workers(int B) {
   return min((unsigned)(B + wg::BM - 1) / wg::BM, nctaid() / C) * C;
 }
-template <int C> __device__ __forceinline__ bool helping(int B) {   // VAE_WG_HELP: a helper cluster per tile
-  return wg::Plan<C>::HELP && 2 * workers<C>(B) <= nctaid();
-}
-template <int C> __device__ __forceinline__ unsigned spare_first(int B) {   // the first spare block
-  return helping<C>(B) ? 2 * workers<C>(B) : workers<C>(B);
-}
 template <int C> __device__ __forceinline__ bool spare_noise(int B) {
   const int64_t values = (int64_t)((B + wg::BM - 1) / wg::BM) * wg::BM * L;   // every tile's, rows past B too
-  return (int64_t)(nctaid() - spare_first<C>(B)) * wg::THREADS * wg::SPARE_DRAWS >= values;
+  return (int64_t)(nctaid() - workers<C>(B)) * wg::THREADS * wg::SPARE_DRAWS >= values;
 }
 __device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
   unsigned v;
@@ -1971,7 +1933,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   uint64_t* pfull = nfull + 1;    // cluster: the peers' partial mu | logvar sums landed (bytes; one local arrival)
   uint64_t* rfull = pfull + 1;    // ... their recon sums (rank 0)
   uint64_t* pfree = rfull + 1;    // ... every peer finished the last tile (one arrival each)
-  uint64_t* xdone = pfree + 1;    // ... every peer received this rank's partials (BULK_X; one arrival each)
+  uint64_t* xdone = pfree + 1;    // ... every peer received this rank's partials (RS; one arrival each)
   uint64_t* hfull = xdone + 1;    // C = 8, ranks 0-3: rank + 4's layer-1 partial sums landed (bytes)
   uint64_t* zfull = hfull + 1;    // C = 8, ranks 4-7: rank - 4's z landed (bytes)
   uint64_t* zdone = zfull + 1;    // C = 8, ranks 0-3: rank + 4 received z (one arrival)
@@ -2000,16 +1962,13 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     }
     mbar_init_count(nfull, PRODUCERS);
     mbar_init(pfull); mbar_init(rfull);
-    // pfree: one arrival from each block this one pushes to (C = 8: ranks 0-3 the other three and rank + 4,
-    // ranks 4-7 rank - 4)
-    // (RS, C = 8: ranks 0-3 push z slices into every other block, so they count C - 1)
-    mbar_init_count(pfree, P::KSPLIT1 ? (rank < P::G2 ? (P::RS ? C - 1 : P::G2) : 1) : C > 1 ? C - 1 : 1);
+    // pfree: one arrival from each block this one pushes to (C = 8: ranks 0-3 push z slices into every
+    // other block, ranks 4-7 their layer-1 partials into rank - 4)
+    mbar_init_count(pfree, P::KSPLIT1 && rank >= P::G2 ? 1 : C > 1 ? C - 1 : 1);
     mbar_init_count(xdone, P::G2 > 1 ? P::G2 - 1 : 1);
-    if constexpr (P::KSPLIT1 || P::RS) {
+    if constexpr (P::RS) {   // zdone: every block's receipt of this rank's z slice
       mbar_init(hfull); mbar_init(zfull);
-      // zdone: C = 8, rank + 4's receipt of z; RS: every block's receipt of this rank's z slice
-      if constexpr (P::RS) mbar_init_count(zdone, rank < P::G2 ? C - 1 : 1);
-      else mbar_init(zdone);
+      mbar_init_count(zdone, rank < P::G2 ? C - 1 : 1);
     }
     mbar_init(iscful);
     mbar_fence_init();   // the inits visible to the async proxy (bulk copies' byte counts) and the cluster
@@ -2020,27 +1979,11 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   // spares_draw's count in smem, read where needed (kept in registers across the tiles, it made the producers
   // spill at their 56 registers)
   const bool spares_draw = spare_noise<C>(B);
-  if (tid == 0) *reinterpret_cast<volatile unsigned*>(sm + S::SPARES) = spares_draw ? nctaid() - spare_first<C>(B) : 0u;
-  // HELP: a worker block's record and flag (the flag zeroed by the worker before the grid sync)
-  auto help_rec = [&](int wb) {
-    return reinterpret_cast<float4*>(ws + WS_BYTES + (size_t)(gridDim.x + gridDim.x / C) * NOISE_BYTES + (size_t)wb * HREC_BYTES);
-  };
-  auto help_flag = [&](int wb) {
-    return reinterpret_cast<unsigned*>(ws + WS_BYTES + (size_t)(gridDim.x + gridDim.x / C) * NOISE_BYTES +
-                                       (size_t)gridDim.x * HREC_BYTES + (size_t)wb * 4);
-  };
-  if constexpr (P::HELP)
-    if (helping<C>(B) && cluster < tiles && tid == 0) *help_flag(blockIdx.x) = 0u;
+  if (tid == 0) *reinterpret_cast<volatile unsigned*>(sm + S::SPARES) = spares_draw ? nctaid() - workers<C>(B) : 0u;
   if (spares_draw) {   // the done count zeroed before the grid sync; the spares add after it
     if (blockIdx.x == 0 && tid == 0) *reinterpret_cast<unsigned*>(ws + WS_DONE) = 0u;
   } else if constexpr (P::EARLY_NOISE) {
-    if (P::HELP && helping<C>(B)) {   // the helper of cluster k draws k's noise, into k's eps0
-      if (cluster >= tiles && cluster < 2 * tiles)
-        draw_first_tile<C>(reinterpret_cast<float*>(ws + WS_BYTES + ((size_t)gridDim.x + cluster - tiles) * NOISE_BYTES),
-                           noise_source(noise), (cluster - tiles) * BM, B, rank);
-    } else if (cluster < tiles) {
-      draw_first_tile<C>(eps0, noise_source(noise), cluster * BM, B, rank);
-    }
+    if (cluster < tiles) draw_first_tile<C>(eps0, noise_source(noise), cluster * BM, B, rank);
   }
 #ifdef VAE_PROFILE
   const long long t_drawn = clock64();
@@ -2048,12 +1991,18 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #ifndef VAE_WG_NO_WSPLIT   // dev: no split, the workspace as it was (wrong results)
   ws_split_weights(ws, We, Wmu, Wlv, W1, W2);
 #endif
+#ifdef VAE_PROFILE
+  const long long t_split = clock64();
+#endif
   asm volatile("fence.proxy.async.global;" ::: "memory");   // generic writes -> other blocks' bulk copies
   cg::this_grid().sync();
-  if ((int)blockIdx.x >= spare_first<C>(B)) {   // ---- spare blocks: every tile's noise (or nothing), then done
+#ifdef VAE_PROFILE
+  const long long t_sync = clock64();
+#endif
+  if ((int)blockIdx.x >= workers<C>(B)) {   // ---- spare blocks: every tile's noise (or nothing), then done
     if (spares_draw) {
       draw_all_tiles(reinterpret_cast<float*>(ws + WS_BYTES + (size_t)gridDim.x * NOISE_BYTES), noise_source(noise),
-                     tiles, B, (int)blockIdx.x - spare_first<C>(B), (int)gridDim.x - spare_first<C>(B));
+                     tiles, B, (int)blockIdx.x - workers<C>(B), (int)gridDim.x - workers<C>(B));
       __threadfence();   // each thread's eps stores, then the block's one release
       __syncthreads();
       if (tid == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(ws + WS_DONE) : "memory");
@@ -2076,13 +2025,12 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     const int pt = tid - CONSUMERS;   // this thread's x row
     if (pt == 0) asm volatile("fence.proxy.async.global;" ::: "memory");
     const NoiseDraw draw = noise_source(noise);
-    const bool helper = P::HELP && cluster >= tiles;   // HELP: past the spares' return, a helper (of cluster - tiles)
     int c = 0;
-    for (int t = helper ? cluster - tiles : cluster; t < tiles; t += clusters) {
+    for (int t = cluster; t < tiles; t += clusters) {
       const int row0 = t * BM;
       // chunk of the tile, for the noise schedule: started past it where others draw this tile's noise
       int ci = *reinterpret_cast<volatile unsigned*>(sm + S::SPARES) != 0u || (P::EARLY_NOISE && t == cluster) ||
-               !P::runs_layer2(rank) || helper ? 1 << 20 : 0;
+               !P::runs_layer2(rank) ? 1 << 20 : 0;
       // chunk kc of a pass over rows n0 .. n0 + n - 1 of layer l into the next stage
       auto chunk = [&](Layer l, int n0, int n, int kc, bool with_x) {
         if (c >= NS) mbar_wait(&empty[c % NS], (c / NS - 1) & 1);
@@ -2119,23 +2067,18 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         }
         ++c, ++ci;
       };
-      int k1a = P::k1_first(rank), k1b = P::runs_layer2(rank) ? P::KC1_LO : KC1;   // layer 1's K-chunks
-      if constexpr (P::HELP) {   // HELP: the helper [HK, KC1), its worker [0, HK)
-        if (helper) k1a = P::HK;
-        else if (helping<C>(B)) k1b = P::HK;
-      }
+      const int k1a = P::k1_first(rank), k1b = P::runs_layer2(rank) ? P::KC1_LO : KC1;   // layer 1's K-chunks
 #pragma unroll 1
       for (int p = 0; p < P::P1; ++p)
 #pragma unroll 1
         for (int kc = k1a; kc < k1b; ++kc) chunk(WL1, P::n1(rank, p), P::N1, kc, true);
-      if (helper) break;   // (HELP) a helper has layer 1 only
       if (P::runs_layer2(rank))
 #pragma unroll 1
         for (int kc = 0; kc < P::kc2_count(rank); ++kc) chunk(WL2, 0, N2, P::kc2_first(rank) + kc, false);
 #pragma unroll 1
       for (int p = 0; p < P::P3; ++p)
 #pragma unroll 1
-        for (int kc = 0; kc < KC3; ++kc) chunk(WL3, p * N3, N3, kc, false);
+        for (int kc = 0; kc < KC3; ++kc) chunk(WL3, p * P::N3, P::N3, kc, false);
 #pragma unroll 1
       for (int p = 0; p < P::P4; ++p)
 #pragma unroll 1
@@ -2151,18 +2094,15 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   const int rw = 64 * (tid / 128) + 16 * ((tid / 32) % 4) + (lane >> 2);   // rows rw, rw + 8 of the tile
   int c = 0;
   uint32_t xph = 0;   // bit s: the phase parity of xfull[s] to wait for
-  const bool helper = P::HELP && cluster >= tiles;   // HELP: past the spares' return, a helper (of cluster - tiles)
-  for (int t = helper ? cluster - tiles : cluster, it = 0; t < tiles; t += clusters, ++it) {
+  for (int t = cluster, it = 0; t < tiles; t += clusters, ++it) {
     const int row0 = t * BM;
     float kl[2] = {0.f, 0.f}, recon[2] = {0.f, 0.f};   // partial sums of rows rw, rw + 8
     float amax[2] = {0.f, 0.f};   // largest |A value| this thread split, rows rw, rw + 8 (FP16 range check)
-    if (C > 1 && tid == 0 && !helper) {   // this tile's bytes from the peers
+    if (C > 1 && tid == 0) {   // this tile's bytes from the peers
       if (P::runs_layer2(rank)) mbar_expect(pfull, P::XBYTES);
       if constexpr (P::RS) {   // the z slices; C = 8, ranks 0-3: rank + 4's layer-1 partials
         if (P::KSPLIT1 && P::runs_layer2(rank)) mbar_expect(hfull, P::HBYTES);
         mbar_expect(zfull, P::runs_layer2(rank) ? P::ZRECV_LO : P::ZRECV_HI);
-      } else if (P::KSPLIT1) {
-        mbar_expect(P::runs_layer2(rank) ? hfull : zfull, P::runs_layer2(rank) ? P::HBYTES : P::ZBYTES);
       }
       if (rank == 0) mbar_expect(rfull, (C - 1 + (P::RS ? P::G2 - 1 : 0)) * BM * 4);
     }
@@ -2186,48 +2126,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           xph ^= 1u << st;
         });
       };
-      if constexpr (P::HELP) {   // HELP: the helper over [HK, KC1), its worker over [0, HK)
-        if (helper) run1(std::integral_constant<int, KC1 - P::HK>());
-        else if (helping<C>(B)) run1(std::integral_constant<int, P::HK>());
-        else run1(std::integral_constant<int, P::KC1_LO>());
-      } else if (P::runs_layer2(rank)) {
-        run1(std::integral_constant<int, P::KC1_LO>());
-      } else if constexpr (P::KSPLIT1) {
-        run1(std::integral_constant<int, KC1 - P::KC1_LO>());
-      }
-      if constexpr (P::HELP) {
-        static_assert(!P::HELP || P::N1 == 64, "HELP: a record holds 32 sums a thread");
-        if (helper) {   // the partial sums and this thread's two rows' largest |x| to the worker, then done
-          float4* rec = help_rec(blockIdx.x - tiles * C);
-#pragma unroll
-          for (int k = 0; k < 8; ++k)
-            __stcg(rec + k * CONSUMERS + tid, make_float4(sum[4 * k], sum[4 * k + 1], sum[4 * k + 2], sum[4 * k + 3]));
-          __stcg(rec + 8 * CONSUMERS + tid, make_float4(amax[0], amax[1], 0.f, 0.f));
-          consumers_sync();
-          if (tid == 0) {   // every thread's stores (ordered by the barrier), then the release
-            __threadfence();
-            asm volatile("st.release.gpu.global.u32 [%0], 1;" :: "l"(help_flag(blockIdx.x - tiles * C)) : "memory");
-          }
-          return;
-        }
-        if (helping<C>(B)) {   // the helper's sums added to this rank's, its rows' |x| maxima taken
-          if (tid == 0)
-            while (ld_acquire_gpu(help_flag(blockIdx.x)) == 0u) __nanosleep(32);
-          consumers_sync();
-          const float4* rec = help_rec(blockIdx.x);
-#pragma unroll
-          for (int k = 0; k < 8; ++k) {
-            const float4 v = __ldcg(rec + k * CONSUMERS + tid);
-            sum[4 * k] += v.x;
-            sum[4 * k + 1] += v.y;
-            sum[4 * k + 2] += v.z;
-            sum[4 * k + 3] += v.w;
-          }
-          const float4 a = __ldcg(rec + 8 * CONSUMERS + tid);
-          amax[0] = fmaxf(amax[0], a.x);
-          amax[1] = fmaxf(amax[1], a.y);
-        }
-      }
+      if (P::runs_layer2(rank)) run1(std::integral_constant<int, P::KC1_LO>());
+      else if constexpr (P::KSPLIT1) run1(std::integral_constant<int, KC1 - P::KC1_LO>());
       if constexpr (P::KSPLIT1) {   // C = 8: rank + 4's partial sums into rank's, through rank's own h quarter
         float* part = act + act_at(0, P::n1(rank, 0));   // one ACT quarter (64 columns x BM), same in both
         if (!P::runs_layer2(rank)) {   // ranks 4-7: into own ACT (free: no h here), then one bulk copy
@@ -2338,42 +2238,21 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
             if (b != rank) bulk_copy_peer(cluster_addr(slot, b), slot, P::ZSB, cluster_addr(zfull, b));
         }
       } else {
-        if constexpr (C > 1) {   // partial sums over this rank's h -> the peers; theirs added in rank order
-          if constexpr (P::BULK_X) {   // into own ACT at part_col(rank) (own h, read by now), then one bulk
-            consumers_sync();          // copy to each peer: 3 x 32 KB, not 12 K st.async of 8 bytes (C = 4)
+        if constexpr (C > 1) {   // (C = 3) partial sums over this rank's h -> the peers by st.async; theirs
+          if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // added in rank order. The peers are done with
+          uint32_t peer_bar[P::G2 - 1];                          // the last tile.
   #pragma unroll
-            for (int i = 0; i < N2 / 2; i += 2)
-              *reinterpret_cast<float2*>(act + act_at(rw + acc_row(i), P::part_col(rank) + acc_col(i, q))) =
-                  make_float2(sum[i], sum[i + 1]);
-            fence_proxy_async_smem();
-            consumers_sync();
-            if (tid == 0) {
-              if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // the peers are done with the last tile
-              const float* part = act + act_at(0, P::part_col(rank));   // a whole ACT quarter: 64 columns x BM
+          for (int j = 1; j < P::G2; ++j) peer_bar[j - 1] = cluster_addr(pfull, (rank + j) % P::G2);
   #pragma unroll
-              for (int j = 1; j < P::G2; ++j)
-                bulk_copy_peer(cluster_addr(part, (rank + j) % P::G2), part, P::XCOPY,
-                               cluster_addr(pfull, (rank + j) % P::G2));
-            }
-          } else {
-            if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // the peers are done with the last tile
-            uint32_t peer_bar[P::G2 - 1];
+          for (int i = 0; i < N2 / 2; i += 2) {
+            const float* at = act + act_at(rw + acc_row(i), P::part_col(rank) + acc_col(i, q));
   #pragma unroll
-            for (int j = 1; j < P::G2; ++j) peer_bar[j - 1] = cluster_addr(pfull, (rank + j) % P::G2);
-  #pragma unroll
-            for (int i = 0; i < N2 / 2; i += 2) {
-              const float* at = act + act_at(rw + acc_row(i), P::part_col(rank) + acc_col(i, q));
-  #pragma unroll
-              for (int j = 1; j < P::G2; ++j)
-                st_async(cluster_addr(at, (rank + j) % P::G2), make_float2(sum[i], sum[i + 1]), peer_bar[j - 1]);
-            }
+            for (int j = 1; j < P::G2; ++j)
+              st_async(cluster_addr(at, (rank + j) % P::G2), make_float2(sum[i], sum[i + 1]), peer_bar[j - 1]);
           }
           L2PROF(1);
           mbar_wait_cluster(pfull, it & 1);
           L2PROF(2);
-          if (P::BULK_X && tid == 0)   // the peers' copies into this ACT are done: so are their reads of their own
-  #pragma unroll
-            for (int j = 1; j < P::G2; ++j) mbar_arrive_cluster(xdone, (rank + j) % P::G2);
   #pragma unroll
           for (int i = 0; i < N2 / 2; i += 2) {
             float2 tot = make_float2(0.f, 0.f);
@@ -2402,7 +2281,6 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           for (int i = 0; i < N2 / 4; ++i)
             asm volatile("ld.global.f32 %0, [%1];" : "=f"(eps[i]) : "l"(eps_buf + acc_col(i, q) * BM + rw + acc_row(i)) : "memory");
         }
-        if (P::BULK_X) mbar_wait_cluster(xdone, it & 1);   // own partials copied out: Z and d may overwrite them
         consumers_sync();   // every warp's h (and partial) reads are done: Z overwrites h's last columns
         L2PROF(3);
   #pragma unroll
@@ -2413,7 +2291,6 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           act[z_at(r, j)] = reparam_z(mu, lv, eps[i]);
           kl[(i >> 1) & 1] += kl_term(mu, lv);
         }
-        if constexpr (P::KSPLIT1) fence_proxy_async_smem();   // Z goes to rank + 4 by bulk copy
       }
     }
     consumers_sync();
@@ -2431,33 +2308,22 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
             *reinterpret_cast<const float4*>(act + P::rs_slot(k / P::RS_UL) + r * P::RS_UL + k % P::RS_UL);
       }
       consumers_sync();
-    } else if constexpr (P::KSPLIT1) {   // C = 8: z from rank r < 4 into rank r + 4's Z (pfree(it - 1) waited above)
-      float* zr = act + z_at(0, 0);   // BM x L floats, contiguous
-      if (P::runs_layer2(rank)) {
-        if (tid == 0) bulk_copy_peer(cluster_addr(zr, rank + P::G2), zr, P::ZBYTES, cluster_addr(zfull, rank + P::G2));
-      } else {
-        mbar_wait_cluster(zfull, it & 1);
-        if (tid == 0) mbar_arrive_cluster(zdone, rank - P::G2);   // the copy read rank - 4's Z: it may overwrite it
-      }
     }
     PROF(2);
     CHPROF(2);
-    // ---- layer 3: d = relu(z W1^T + b1) -> ACT, 4 passes of 64 units
+    // ---- layer 3: d = relu(z W1^T + b1) -> ACT, P3 passes of N3 units
 #pragma unroll 1
     for (int p = 0; p < P::P3; ++p) {
-      float sum[N3 / 2];
-      ws_run<N3 / 2, 2, KC3>(stg_s, full, empty, c, rw, q, lane,
+      float sum[P::N3 / 2];
+      ws_run<P::N3 / 2, 2, KC3>(stg_s, full, empty, c, rw, q, lane,
           [&](int, int kc, int r) { return *reinterpret_cast<const float4*>(act + z_at(r, kc * 16 + 4 * q)); },
           sum, amax, [](int) {});
       if (P::RS && p == 0 && P::runs_layer2(rank)) {   // d's first quarter overwrites the staging and slots:
         mbar_wait_cluster(xdone, it & 1);             // every peer has received this rank's partials
         mbar_wait_cluster(zdone, it & 1);             // and every block its z slice
       }
-      if (p == P::P3 - 1) {   // every warp's z reads are done (C = 8: and rank + 4 has its copy): the last
-        if (!P::RS && P::KSPLIT1 && P::runs_layer2(rank)) mbar_wait_cluster(zdone, it & 1);   // quarter of d overwrites Z
-        consumers_sync();
-      }
-      store_relu(act, sum, b1, isc + SC3, p * N3, rw, q);
+      if (p == P::P3 - 1) consumers_sync();   // every warp's z reads are done: the last quarter of d overwrites Z
+      store_relu(act, sum, b1, isc + SC3, p * P::N3, rw, q);
     }
     consumers_sync();
     PROF(3);
@@ -2468,7 +2334,9 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       float sum[N4 / 2];
       ws_run<N4 / 2, VAE_WG_CHAINS4, KC4>(stg_s, full, empty, c, rw, q, lane,
           [&](int, int kc, int r) { return act_frag(act, kc, r, q); }, sum, amax, [](int) {});
-      float2 xv[N4 / 4];   // every x value of the pass first: one memory latency, not 28
+      // every x value of the pass first: one memory latency, not 28. (Issued before the pass's chunks
+      // instead, held in registers through them: +1.5-1.8 µs at C = 8, +7 at C = 4.)
+      float2 xv[N4 / 4];
 #pragma unroll
       for (int i = 0; i < N4 / 2; i += 2) {
         const int row = row0 + rw + acc_row(i), px = n0 + acc_col(i, q);
@@ -2500,12 +2368,6 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     }
     PROF(4);
     CHPROF(4);
-#ifdef VAE_PROFILE
-    if (tid == 0 && t == cluster && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1))
-      printf("prof wg C=%d B=%d block %d: first-tile noise %lld, then split + sync %lld; layer1 %lld layer2 %lld "
-             "layer3 %lld layer4 %lld cycles\n", C, B, (int)blockIdx.x, t_drawn - t_entry, prof[0] - t_drawn,
-             prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3]);
-#endif
 #ifdef VAE_PROFILE_CHUNKS
     if (tid == 0 && t == cluster && blockIdx.x == 0) {   // ws_chunk's stamps over this tile's chunks
       printf("prof wg C=%d B=%d block 0, summed over its %lld chunks: full/x waits %lld, A loads + split %lld, "
@@ -2565,11 +2427,17 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
                        row0 + rw - (lane >> 2) + ((__ffs(todo) - 1) >> 2) + 8 * h, noise_source(noise), lane);
     }
     consumers_sync();   // the next tile's layer 1 writes ACT, which layer 4 read
+    PROF(5);
+#ifdef VAE_PROFILE
+    if (tid == 0 && t == cluster && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1))
+      printf("prof wg C=%d B=%d block %d: first-tile noise %lld, then split + sync %lld (split %lld, grid sync %lld, "
+             "scales + cluster sync %lld); layer1 %lld layer2 %lld layer3 %lld layer4 %lld, row sums + outputs %lld cycles\n", C, B,
+             (int)blockIdx.x, t_drawn - t_entry, prof[0] - t_drawn, t_split - t_drawn, t_sync - t_split,
+             prof[0] - t_sync, prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3], prof[5] - prof[4]);
+#endif
     if (C > 1 && tid == 0 && t + clusters < tiles) {   // the blocks that push into this one may push the next
       if (P::KSPLIT1 && !P::runs_layer2(rank)) {       // tile's (not after the last: they may have exited)
-        if constexpr (P::RS)                             // C = 8, ranks 4-7: RS, every layer-2 rank sends a z slice
-          for (int j = 0; j < P::G2; ++j) mbar_arrive_cluster(pfree, j);
-        else mbar_arrive_cluster(pfree, rank - P::G2);   // else rank - 4 sends z
+        for (int j = 0; j < P::G2; ++j) mbar_arrive_cluster(pfree, j);   // every layer-2 rank sends a z slice
       } else {
         for (int j = 1; j < P::G2; ++j) mbar_arrive_cluster(pfree, (rank + j) % P::G2);
         if (P::KSPLIT1) mbar_arrive_cluster(pfree, rank + P::G2);   // rank + 4 sends its layer-1 partials
@@ -2743,12 +2611,7 @@ static void launch_wg(const float* xp, const Params& w, float* op, int B, const 
 #else   // every cluster that runs at once: those past the tiles split weights and may draw the noise
   const int grid = wg_max_clusters<C>(dv) * C;
 #endif
-#ifdef VAE_WG_HELP   // dev: the helpers' records and flags (clusters of 4)
-  const int64_t help_bytes = C == 4 ? (int64_t)grid * (wg::HREC_BYTES + 4) : 0;
-#else
-  const int64_t help_bytes = 0;
-#endif
-  at::Tensor ws = at::empty({(int64_t)wg::WS_BYTES + (int64_t)(grid + grid / C) * wg::NOISE_BYTES + help_bytes},
+  at::Tensor ws = at::empty({(int64_t)wg::WS_BYTES + (int64_t)(grid + grid / C) * wg::NOISE_BYTES},
                             x.options().dtype(at::kByte));
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(grid);
