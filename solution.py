@@ -1275,6 +1275,16 @@ constexpr int NS = VAE_WG_NS;             // stages
 #endif
 constexpr int WROWS = 128;                // rows of the largest weight chunk (a pass's columns)
 constexpr int N2 = 2 * L;                 // columns of layer 2's one pass
+// PSPLIT (dev, VAE_WG_PSPLIT): the producers copy each chunk's fp32 weight rows (cp.async) and split them
+// in the stage, each row with its own per-chunk power-of-two scale (SCL, beside the stages), which the
+// consumers' fp32 promotion multiplies in; no split pass at entry, no scale table (ISC holds ones).
+#ifdef VAE_WG_PSPLIT
+constexpr bool PSPLIT = true;
+#else
+constexpr bool PSPLIT = false;
+#endif
+static_assert(!PSPLIT || (GROUP == 1 && PAIR == 1), "PSPLIT: one chunk per promotion (each has its own scales)");
+constexpr int SCL_ROWS = 144;             // PSPLIT: a stage's row scales, the widest pass (layer 4's 128 + 16)
 constexpr int KC1 = D / BK, KC2 = H / BK, KC3 = L / BK, KC4 = H / BK;   // chunks per pass
 // The workspace: per layer, K-chunk after K-chunk, each all of the layer's weight rows (64 bytes each:
 // hi, then lo); a pass of n rows from row n0 (n0 % 8 == 0, the swizzle's period) is one contiguous bulk
@@ -1324,6 +1334,9 @@ constexpr int W4 = 128;
 #define VAE_WG_N4_C1 112                  // C = 1's pass width (112: 7 passes; 128: 144 + 5 x 128)
 #endif
 constexpr int W4_C1 = VAE_WG_N4_C1;
+#ifndef VAE_WG_KC1_LO
+#define VAE_WG_KC1_LO 25                  // dev: C = 8, ranks 0-3's share of layer 1's 49 K-chunks (26: r + 4's
+#endif                                    // partials copy, ~2.7 K cycles for 32 KB, overlaps r's last chunks)
 template <int C> struct Plan {
   static_assert((C >= 1 && C <= 4) || C == 8, "clusters of 1 to 4, or 8");
   // C = 8 (KSPLIT1): ranks r and r + 4 (r < 4) both compute layer 1 for rank r's units of a cluster of 4,
@@ -1333,7 +1346,8 @@ template <int C> struct Plan {
   // All 8 run layer 3 whole and 1/8 of the pixels (96, rank 0 112).
   static constexpr bool KSPLIT1 = C == 8;
   static constexpr int G2 = KSPLIT1 ? 4 : C;                          // ranks of the layer-2 K-split
-  static constexpr int KC1_LO = KSPLIT1 ? (KC1 + 1) / 2 : KC1;        // C = 8: ranks 0-3's layer-1 chunks
+  static constexpr int KC1_LO = KSPLIT1 ? VAE_WG_KC1_LO : KC1;        // C = 8: ranks 0-3's layer-1 chunks
+  static_assert(KC1_LO > 0 && KC1_LO <= KC1 && (!KSPLIT1 || KC1_LO < KC1), "C = 8: both K parts non-empty");
   // Layer 3's pass width: at C = 8, 2 passes of 128 (2 chunks a stage's worth each) against 4 of 64 were
   // -0.7 to -1.1 µs (B = 512-1920); at C = 3 (B = 4096) +3.1, at C = 2 and 4 within 0.2.
   static constexpr int N3 = KSPLIT1 ? 128 : 64;
@@ -1441,7 +1455,8 @@ struct WgSmem {   // bytes
   static constexpr int RED = STG + wg::NS * STAGE;          // rank 0 of a cluster: the peers' recon sums [7][BM]
   static constexpr int RED_ROWS = 7 + 3;                     // (RS: + the layer-2 peers' KL sums [3][BM])
   static constexpr int ISC = RED + RED_ROWS * wg::BM * 4;    // the weight rows' inverse scales (wg::SC1 ..)
-  static constexpr int BARS = ISC + wg::WROWS_ALL * 4;       // full[NS], empty[NS], xfull[NS], nfull, then
+  static constexpr int SCL = ISC + wg::WROWS_ALL * 4;        // PSPLIT: each stage's row scales [NS][SCL_ROWS]
+  static constexpr int BARS = SCL + (wg::PSPLIT ? wg::NS * wg::SCL_ROWS * 4 : 0);   // full[NS], empty[NS], xfull[NS], nfull, then
   static constexpr int NBARS = 3 * wg::NS + 1 + 7 + 1;       // the cluster's pfull, rfull, pfree, xdone, hfull,
                                                              // zfull, zdone; iscful
   static constexpr int SPARES = BARS + NBARS * 8;            // u32: how many spare blocks draw the noise (0: none)
@@ -1493,6 +1508,48 @@ template <int U> __device__ __forceinline__ void w_load(const WRow& r, int lane,
     w[i] = u < r.k4 ? __ldg(reinterpret_cast<const float4*>(r.src) + u) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
 }
+#ifdef VAE_PROFILE
+__device__ long long wg_prof_split_loaded;   // block 0's thread 0: its row's loads landed (the max is known)
+#endif
+// The power-of-two scale sc of values whose largest |w| is m (m sc in [2^14, 2^15): FP16's range) and 1 / sc.
+__device__ __forceinline__ void pow2_scale(float m, float& sc, float& inv) {
+  const uint32_t e = __float_as_uint(m) >> 23;   // m's biased exponent: m in [2^(e - 127), 2^(e - 126))
+  const bool scaled = e >= 15 && e <= 254;       // else 0, tiny (< 2^-112), inf or nan: s = 1
+  sc = scaled ? __uint_as_float((268u - e) << 23) : 1.f;     // 2^(141 - e)
+  inv = scaled ? __uint_as_float((e - 14u) << 23) : 1.f;     // 2^(e - 141)
+}
+// PSPLIT: weight row r of a stage, its chunk's 16 fp32 values in k order (as cp.async put them), split in
+// place into the swizzled hi | lo row the wgmma descriptors read (the chunk k order and units as w_split
+// writes them), with its own scale; 1 / scale into scl[r].
+__device__ __forceinline__ void ps_split_row(uint8_t* st, float* scl, int r) {
+  using namespace wg;
+  float4 w[4];
+#pragma unroll
+  for (int v = 0; v < 4; ++v) w[v] = *reinterpret_cast<const float4*>(st + r * ROWB + 16 * v);
+  const float m = fmaxf(fmaxf(abs_max(w[0]), abs_max(w[1])), fmaxf(abs_max(w[2]), abs_max(w[3])));
+  float sc, inv;
+  pow2_scale(m, sc, inv);
+  uint32_t h0[4], h1[4], l0[4], l1[4];   // units 0, 1 (hi at k positions 0-7, 8-15), 2, 3 (lo)
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {   // columns 4v .. 4v + 3 -> k positions 2v, 2v + 1 and 2v + 8, 2v + 9
+    split16(w[v].x * sc, w[v].y * sc, h0[v], l0[v]);
+    split16(w[v].z * sc, w[v].w * sc, h1[v], l1[v]);
+  }
+  *reinterpret_cast<uint4*>(st + b_unit(r, 0)) = make_uint4(h0[0], h0[1], h0[2], h0[3]);
+  *reinterpret_cast<uint4*>(st + b_unit(r, 1)) = make_uint4(h1[0], h1[1], h1[2], h1[3]);
+  *reinterpret_cast<uint4*>(st + b_unit(r, 2)) = make_uint4(l0[0], l0[1], l0[2], l0[3]);
+  *reinterpret_cast<uint4*>(st + b_unit(r, 3)) = make_uint4(l1[0], l1[1], l1[2], l1[3]);
+  scl[r] = inv;
+}
+// PSPLIT: row n of layer l's fp32 weights (the layers as in w_row).
+__device__ __forceinline__ const float* w_src(wg::Layer l, int n, const float* We, const float* Wmu, const float* Wlv,
+                                              const float* W1, const float* W2) {
+  using namespace wg;
+  if (l.base == WL1.base) return We + (size_t)n * D;
+  if (l.base == WL2.base) return n < L ? Wmu + n * H : Wlv + (n - L) * H;
+  if (l.base == WL3.base) return W1 + n * L;
+  return W2 + (size_t)n * H;
+}
 template <int U> __device__ __forceinline__ void w_split(uint8_t* __restrict__ ws, const WRow& r, int row, int lane,
                                                          const float4 (&w)[U]) {
   using namespace wg;
@@ -1501,10 +1558,11 @@ template <int U> __device__ __forceinline__ void w_split(uint8_t* __restrict__ w
   for (int i = 0; i < U; ++i) m = fmaxf(m, abs_max(w[i]));
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  const uint32_t e = __float_as_uint(m) >> 23;   // m's biased exponent: m in [2^(e - 127), 2^(e - 126))
-  const bool scaled = e >= 15 && e <= 254;       // else 0, tiny (< 2^-112), inf or nan: s = 1
-  const float sc = scaled ? __uint_as_float((268u - e) << 23) : 1.f;     // 2^(141 - e)
-  const float inv = scaled ? __uint_as_float((e - 14u) << 23) : 1.f;     // 2^(e - 141)
+#ifdef VAE_PROFILE
+  if (threadIdx.x == 0 && blockIdx.x == 0) wg_prof_split_loaded = clock64();
+#endif
+  float sc, inv;
+  pow2_scale(m, sc, inv);
 #pragma unroll
   for (int i = 0; i < U; ++i) {
     const int u = lane + 32 * i, v = u & 3;   // columns 4v .. 4v + 3 of chunk u / 4
@@ -1737,6 +1795,23 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
 #pragma unroll
     for (int h = 0; h < CHAINS; ++h) keep(acc[n][h]);
   CPROF(p3);
+  if constexpr (wg::PSPLIT) {   // the chunk times its rows' scales (in the stage's SCL row) into the sums,
+    // read before the stage is freed. Sum entry j = h SUB + i is column 8 (j >> 2) + 2 q + (j & 1).
+    static_assert(G == 1, "PSPLIT: one chunk per promotion");
+    const uint32_t sa = stg_s - (uint32_t)WgSmem::STG + (uint32_t)WgSmem::SCL + (uint32_t)((c % wg::NS) * wg::SCL_ROWS * 4);
+#pragma unroll
+    for (int h = 0; h < CHAINS; ++h)
+#pragma unroll
+      for (int i = 0; i < SUB; i += 4) {
+        const int j = h * SUB + i;
+        float s0, s1;
+        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(s0), "=f"(s1) : "r"(sa + 4 * (8 * (j >> 2) + 2 * q)));
+        sum[j] = __fmaf_rn(acc[0][h][i], s0, sum[j]);
+        sum[j + 1] = __fmaf_rn(acc[0][h][i + 1], s1, sum[j + 1]);
+        sum[j + 2] = __fmaf_rn(acc[0][h][i + 2], s0, sum[j + 2]);
+        sum[j + 3] = __fmaf_rn(acc[0][h][i + 3], s1, sum[j + 3]);
+      }
+  }
   __syncwarp();
   if (lane == 0)
 #pragma unroll
@@ -1744,8 +1819,9 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
 #ifdef VAE_WG_NO_PROMOTE   // dev: the fp32 adds of one chunk in 16 only (wrong results)
   if ((c & 15) != 0) return;
 #endif
+  if constexpr (!wg::PSPLIT)
 #pragma unroll
-  for (int n = 0; n < NA; ++n) ws_promote(sum, acc[n]);
+    for (int n = 0; n < NA; ++n) ws_promote(sum, acc[n]);
 #ifdef VAE_PROFILE_CHUNKS
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     keep(sum);
@@ -1956,7 +2032,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #endif
   if (tid == 0) {
     for (int s = 0; s < NS; ++s) {
-      mbar_init_count(&full[s], 1);   // producer thread 0's arrival with the stage's byte count
+      mbar_init_count(&full[s], PSPLIT ? PRODUCERS : 1);   // producer thread 0's arrival with the stage's byte
+                                                            // count (PSPLIT: every producer's, its rows split)
       mbar_init_count(&xfull[s], PRODUCERS);
       mbar_init_count(&empty[s], CONSUMERS / 32);
     }
@@ -1989,7 +2066,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   const long long t_drawn = clock64();
 #endif
 #ifndef VAE_WG_NO_WSPLIT   // dev: no split, the workspace as it was (wrong results)
-  ws_split_weights(ws, We, Wmu, Wlv, W1, W2);
+  if constexpr (!PSPLIT) ws_split_weights(ws, We, Wmu, Wlv, W1, W2);
 #endif
 #ifdef VAE_PROFILE
   const long long t_split = clock64();
@@ -2009,14 +2086,16 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     }
     return;
   }
-  if (tid == 0) {   // the scale table (other blocks wrote it) by one bulk copy: a loop of L2 loads was one
-    asm volatile("fence.proxy.async.global;" ::: "memory");   // round trip per trip; 4 at once made ptxas spill
+  if constexpr (PSPLIT) {   // the scales are in the stages: the epilogues' table holds ones
+    for (int i = tid; i < WROWS_ALL; i += wg::THREADS) isc[i] = 1.f;
+  } else if (tid == 0) {   // the scale table (other blocks wrote it) by one bulk copy: a loop of L2 loads was
+    asm volatile("fence.proxy.async.global;" ::: "memory");   // one round trip per trip; 4 at once made ptxas spill
     mbar_expect(iscful, WROWS_ALL * 4);
     bulk_copy(isc, ws + WS_SCALES, WROWS_ALL * 4, iscful);
   }
   if constexpr (C > 1) cg::this_cluster().sync();   // the peers' mbarriers initialized before any remote arrival
   else __syncthreads();                             // (and eps0 written)
-  mbar_wait(iscful, 0);
+  if constexpr (!PSPLIT) mbar_wait(iscful, 0);
 
   if (tid >= CONSUMERS) {   // ---- producer warps
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -2026,6 +2105,18 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     if (pt == 0) asm volatile("fence.proxy.async.global;" ::: "memory");
     const NoiseDraw draw = noise_source(noise);
     int c = 0;
+    int pend = -1, pend_n = 0;   // PSPLIT: the chunk whose rows are copied but not split yet (stage, rows)
+    auto split_pending = [&](bool last) {   // its rows split once their copies landed (all but the latest
+      if (pend < 0) return;                 // group; the last chunk's: all)
+      if (last) asm volatile("cp.async.wait_group 0;" ::: "memory");
+      else asm volatile("cp.async.wait_group 1;" ::: "memory");
+      uint8_t* st = sm + S::STG + pend * S::STAGE;
+      float* scl = reinterpret_cast<float*>(sm + S::SCL) + pend * SCL_ROWS;
+      for (int r = pt; r < pend_n; r += PRODUCERS) ps_split_row(st, scl, r);
+      fence_proxy_async_smem();   // the generic stores -> the wgmma's async-proxy reads
+      mbar_arrive(&full[pend]);
+      pend = -1;
+    };
     for (int t = cluster; t < tiles; t += clusters) {
       const int row0 = t * BM;
       // chunk of the tile, for the noise schedule: started past it where others draw this tile's noise
@@ -2036,10 +2127,17 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         if (c >= NS) mbar_wait(&empty[c % NS], (c / NS - 1) & 1);
         uint8_t* st = sm + S::STG + (c % NS) * S::STAGE;
 #ifdef VAE_WG_NO_LOAD   // dev: no copies (wrong results)
-        if (pt == 0) mbar_arrive(&full[c % NS]);
+        if (PSPLIT || pt == 0) mbar_arrive(&full[c % NS]);
         if (with_x) mbar_arrive(&xfull[c % NS]);
 #else
-        if (pt == 0) {   // the weights' rows (hi | lo); the stage's bytes on `full`
+        if constexpr (PSPLIT) {   // the fp32 rows (64 bytes of each) by cp.async; split at the next chunk
+          for (int r = pt; r < n; r += PRODUCERS) {
+            const float* src = w_src(l, n0 + r, We, Wmu, Wlv, W1, W2) + kc * wg::BK;
+            const uint32_t ws_ = smem_u32(st + r * ROWB);
+#pragma unroll
+            for (int u = 0; u < 4; ++u) cp_async16(ws_ + 16 * u, src + 4 * u, true);
+          }
+        } else if (pt == 0) {   // the weights' rows (hi | lo); the stage's bytes on `full`
           mbar_expect(&full[c % NS], n * ROWB);
           bulk_copy(st, ws + ws_at(l, kc, n0), n * ROWB, &full[c % NS]);
         }
@@ -2050,6 +2148,11 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll
           for (int u = 0; u < 4; ++u) cp_async16(xs + 16 * u, x + (ok ? (size_t)row * D + kc * wg::BK + 4 * u : 0), ok);
           asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(smem_u32(&xfull[c % NS])) : "memory");
+        }
+        if constexpr (PSPLIT) {
+          asm volatile("cp.async.commit_group;" ::: "memory");
+          split_pending(false);   // the chunk before this one
+          pend = c % NS, pend_n = n;
         }
 #endif
         if (ci < P::NOISE_EVERY * (L / P::NOISE_BATCH) && ci % P::NOISE_EVERY == 0) {   // eps of row pt (0 past B)
@@ -2084,6 +2187,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
         for (int kc = 0; kc < KC4; ++kc) chunk(WL4, P::n4(rank, p), P::w4(rank, p), kc, false);
     }
+    if constexpr (PSPLIT) split_pending(true);   // the last chunk
     return;
   }
 
@@ -2190,7 +2294,9 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
             bulk_copy_peer(cluster_addr(act + P::rs_in(rank), (rank + j) % G2), act + P::rs_stage(j), P::RSB,
                            cluster_addr(pfull, (rank + j) % G2));
         }
+        L2PROF(1);
         mbar_wait_cluster(pfull, it & 1);
+        L2PROF(2);
         if (tid == 0)   // the peers' copies into this ACT are done: so are their reads of their staging
 #pragma unroll
           for (int j = 1; j < G2; ++j) mbar_arrive_cluster(xdone, (rank + j) % G2);
@@ -2221,6 +2327,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           for (int e = 0; e < E; ++e)
             asm volatile("ld.global.f32 %0, [%1];" : "=f"(eps[e]) : "l"(eps_buf + acc_col(i0 + e, q) * BM + rw + acc_row(e)) : "memory");
         }
+        L2PROF(3);
         float* slot = act + P::rs_slot(rank);   // own z slice [BM][RS_UL]: the copies' source
 #pragma unroll
         for (int e = 0; e < E; ++e) {
@@ -2430,9 +2537,10 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     PROF(5);
 #ifdef VAE_PROFILE
     if (tid == 0 && t == cluster && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1))
-      printf("prof wg C=%d B=%d block %d: first-tile noise %lld, then split + sync %lld (split %lld, grid sync %lld, "
-             "scales + cluster sync %lld); layer1 %lld layer2 %lld layer3 %lld layer4 %lld, row sums + outputs %lld cycles\n", C, B,
-             (int)blockIdx.x, t_drawn - t_entry, prof[0] - t_drawn, t_split - t_drawn, t_sync - t_split,
+      printf("prof wg C=%d B=%d block %d: first-tile noise %lld, then split + sync %lld (split %lld (block 0: loads + max "
+             "%lld), grid sync %lld, scales + cluster sync %lld); layer1 %lld layer2 %lld layer3 %lld layer4 %lld, row sums + "
+             "outputs %lld cycles\n", C, B, (int)blockIdx.x, t_drawn - t_entry, prof[0] - t_drawn, t_split - t_drawn,
+             blockIdx.x == 0 ? wg_prof_split_loaded - t_drawn : 0ll, t_sync - t_split,
              prof[0] - t_sync, prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3], prof[5] - prof[4]);
 #endif
     if (C > 1 && tid == 0 && t + clusters < tiles) {   // the blocks that push into this one may push the next

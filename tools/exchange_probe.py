@@ -81,9 +81,12 @@ __global__ void grid_probe(float* buf, unsigned* counter, float* sink, int S, in
       while (v < (unsigned)((r + 1) * nb));
     }
     __syncthreads();
-    for (int k = 1; k <= 8 && n > 0; ++k) {
-      const float* other = buf + ((size_t)(r & 1) * nb + (b + 17 * k) % nb) * n;
-      for (int i = threadIdx.x; i < n; i += blockDim.x) acc += __ldcg(other + i);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {   // the 8 sources' loads in flight together
+      float v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = __ldcg(buf + ((size_t)(r & 1) * nb + (b + 17 * (k + 1)) % nb) * n + i);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) acc += v[k];
     }
   }
   if (acc == 12345.f) sink[0] = acc;   // keeps the reads
