@@ -1277,7 +1277,7 @@ constexpr int WROWS = 128;                // rows of the largest weight chunk (a
 constexpr int N2 = 2 * L;                 // columns of layer 2's one pass
 // PSPLIT (dev, VAE_WG_PSPLIT): the producers copy each chunk's fp32 weight rows (cp.async) and split them
 // in the stage, each row with its own per-chunk power-of-two scale (SCL, beside the stages), which the
-// consumers' fp32 promotion multiplies in; no split pass at entry, no scale table (ISC holds ones).
+// consumers' fp32 promotion multiplies in; no split pass at entry, no scale table (isc_one, isc_pair: 1).
 #ifdef VAE_WG_PSPLIT
 constexpr bool PSPLIT = true;
 #else
@@ -1415,6 +1415,7 @@ template <int C> struct Plan {
   }
   static_assert(EXTRA + C * P4 * WP == D && (D - EXTRA) / C == P4 * WP, "layer 4 covered");
   static_assert(WP + EXTRA <= WROWS + BM, "a layer-4 pass's weight rows fit a stage (W and x parts)");
+  static_assert(WP + EXTRA <= SCL_ROWS && N1 <= SCL_ROWS && N3 <= SCL_ROWS, "PSPLIT: a pass's row scales fit SCL");
 };
 
 
@@ -1861,6 +1862,12 @@ __device__ __forceinline__ void ws_run(uint32_t stg_s, uint64_t* full, uint64_t*
 // 64, column 8 (i >> 2) + 2 q + (i & 1).
 __device__ __forceinline__ int acc_row(int i) { return ((i >> 1) & 1) * 8; }
 __device__ __forceinline__ int acc_col(int i, int q) { return 8 * (i >> 2) + 2 * q + (i & 1); }
+// A weight row's inverse scale (a pair of adjacent rows') for an epilogue: the scale table's entry, or
+// 1 with PSPLIT, whose promotion already applied each chunk's own scales.
+__device__ __forceinline__ float isc_one(const float* p) { return wg::PSPLIT ? 1.f : *p; }
+__device__ __forceinline__ float2 isc_pair(const float* p) {
+  return wg::PSPLIT ? make_float2(1.f, 1.f) : *reinterpret_cast<const float2*>(p);
+}
 // relu(sum isc + bias) of an m64nN tile's accumulator layout into ACT columns col0 + [0, N) (isc: the
 // columns' inverse weight scales, in smem; the product is exact, so one rounding as sum + bias).
 template <int NACC>
@@ -1870,7 +1877,7 @@ __device__ __forceinline__ void store_relu(float* act, const float (&sum)[NACC],
   for (int i = 0; i < NACC; i += 2) {
     const int r = rw + acc_row(i), k = col0 + acc_col(i, q);
     const float2 b = __ldg(reinterpret_cast<const float2*>(bias + k));
-    const float2 sc = *reinterpret_cast<const float2*>(isc + k);
+    const float2 sc = isc_pair(isc + k);
     // one 8-byte store (written as a float2, the compiler split it in two once act was known to be shared)
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(smem_u32(act + wg::act_at(r, k))),
                  "f"(fmaxf(__fmaf_rn(sum[i], sc.x, b.x), 0.f)), "f"(fmaxf(__fmaf_rn(sum[i + 1], sc.y, b.y), 0.f)) : "memory");
@@ -2086,10 +2093,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     }
     return;
   }
-  if constexpr (PSPLIT) {   // the scales are in the stages: the epilogues' table holds ones
-    for (int i = tid; i < WROWS_ALL; i += wg::THREADS) isc[i] = 1.f;
-  } else if (tid == 0) {   // the scale table (other blocks wrote it) by one bulk copy: a loop of L2 loads was
-    asm volatile("fence.proxy.async.global;" ::: "memory");   // one round trip per trip; 4 at once made ptxas spill
+  if (!PSPLIT && tid == 0) {   // the scale table (other blocks wrote it) by one bulk copy: a loop of L2 loads
+    asm volatile("fence.proxy.async.global;" ::: "memory");   // was one round trip per trip; 4 at once spilled
     mbar_expect(iscful, WROWS_ALL * 4);
     bulk_copy(isc, ws + WS_SCALES, WROWS_ALL * 4, iscful);
   }
@@ -2332,8 +2337,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll
         for (int e = 0; e < E; ++e) {
           const int r = rw + acc_row(e), j = acc_col(i0 + e, q);
-          const float mu = __fmaf_rn(mu_s[e], isc[SC2 + j], __ldg(bmu + j));
-          const float lv = __fmaf_rn(lv_s[e], isc[SC2 + L + j], __ldg(blv + j));
+          const float mu = __fmaf_rn(mu_s[e], isc_one(isc + SC2 + j), __ldg(bmu + j));
+          const float lv = __fmaf_rn(lv_s[e], isc_one(isc + SC2 + L + j), __ldg(blv + j));
           slot[r * P::RS_UL + j - P::RS_UL * rank] = reparam_z(mu, lv, eps[e]);
           kl[(e >> 1) & 1] += kl_term(mu, lv);
         }
@@ -2393,8 +2398,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   #pragma unroll
         for (int i = 0; i < N2 / 4; ++i) {   // entries i < 16: mu (columns < 32); i + 16: logvar, same j
           const int r = rw + acc_row(i), j = acc_col(i, q);
-          const float mu = __fmaf_rn(sum[i], isc[SC2 + j], __ldg(bmu + j));
-          const float lv = __fmaf_rn(sum[i + N2 / 4], isc[SC2 + L + j], __ldg(blv + j));
+          const float mu = __fmaf_rn(sum[i], isc_one(isc + SC2 + j), __ldg(bmu + j));
+          const float lv = __fmaf_rn(sum[i + N2 / 4], isc_one(isc + SC2 + L + j), __ldg(blv + j));
           act[z_at(r, j)] = reparam_z(mu, lv, eps[i]);
           kl[(i >> 1) & 1] += kl_term(mu, lv);
         }
@@ -2457,7 +2462,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         (void)row; (void)px;
 #else
         const float2 bias = __ldg(reinterpret_cast<const float2*>(b2 + px));
-        const float2 sc = *reinterpret_cast<const float2*>(isc + SC4 + px);
+        const float2 sc = isc_pair(isc + SC4 + px);
         const float l0 = __fmaf_rn(sum[i], sc.x, bias.x), l1 = __fmaf_rn(sum[i + 1], sc.y, bias.y);
 #ifndef VAE_WG_LIBM_BCE   // dev: torch's formula on libm (the other kernels' bce_term)
         const float t = bce_term_sp(l0, xv[i / 2].x) + bce_term_sp(l1, xv[i / 2].y);

@@ -3,7 +3,8 @@
 1. DSMEM, as the wg kernel's layer 2 does: in clusters of C (2, 4, 8; 120 blocks, one per SM), every
    block sends X bytes to each of P peers by one bulk copy each (shared::cta -> shared::cluster, bytes
    counted on the receiver's mbarrier), waits for its own P incoming copies, then a cluster barrier
-   before the next round. X = 0 is the barrier alone. Session 10's profile read ~7 K cycles for
+   before the next round. X = 0 is the barrier alone. "pull": the same bytes read by every thread of
+   the receiving block with remote loads instead, then the barrier. Session 10's profile read ~7 K cycles for
    3 x 32 KB (C = 4 and 8): is that the bytes (~14 B/clk out of an SM), and what would 3 x 8 KB take?
 2. Through global memory across the whole grid, as a B = 128 kernel that reads the weights once would
    need (notes/solution.md, session 9's sketch): every block writes S bytes, then a release add on one
@@ -64,6 +65,33 @@ __global__ void dsmem_probe(int X, int P, int rounds) {
   }
 }
 
+// 1b. The same bytes pulled: every thread of a block reads its share of the X bytes of each of the P
+// peers' outgoing areas by remote loads (16 bytes each, the P peers' loads in flight together), then a
+// cluster barrier per round (the reads done before the next round).
+__global__ void dsmem_pull_probe(int X, int P, int rounds, float* sink) {
+  extern __shared__ __align__(128) uint8_t sm[];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = (int)cluster.block_rank(), G = P + 1, g0 = rank / G * G, me = rank - g0;
+  for (int i = threadIdx.x; i < X / 4; i += blockDim.x) reinterpret_cast<float*>(sm)[i] = (float)(rank + i);
+  cluster.sync();
+  const float4* src[7];
+#pragma unroll
+  for (int j = 1; j <= 7; ++j)
+    src[j - 1] = cluster.map_shared_rank(reinterpret_cast<const float4*>(sm), g0 + (me + (j <= P ? j : 1)) % G);
+  float acc = 0.f;
+  for (int r = 0; r < rounds; ++r) {
+    for (int i = threadIdx.x; i < X / 16; i += blockDim.x) {
+      float4 v[7];
+#pragma unroll
+      for (int j = 0; j < 7; ++j) v[j] = j < P ? src[j][i] : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int j = 0; j < 7; ++j) acc += (v[j].x + v[j].y) + (v[j].z + v[j].w);
+    }
+    cluster.sync();
+  }
+  if (acc == 12345.f) sink[0] = acc;   // keeps the reads
+}
+
 // 2. The whole grid (cooperative: every block resident): S bytes out, a release add, an acquire wait
 // for all, S bytes of each of 8 other blocks in. The counter only grows within a launch; the last block
 // to finish resets it for the next launch.
@@ -101,16 +129,18 @@ __global__ void grid_probe(float* buf, unsigned* counter, float* sink, int S, in
   }
 }
 
-void run_dsmem(int64_t C, int64_t X, int64_t P, int64_t rounds, int64_t blocks) {
+void run_dsmem(int64_t C, int64_t X, int64_t P, int64_t rounds, int64_t blocks, bool pull, at::Tensor sink) {
   const int smem = (int)(X + P * X);
   static bool attr = false;
   if (!attr) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(dsmem_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-    C10_CUDA_CHECK(cudaFuncSetAttribute(dsmem_probe, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    for (const void* k : {(const void*)dsmem_probe, (const void*)dsmem_pull_probe}) {
+      C10_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+      C10_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    }
     attr = true;
   }
   TORCH_CHECK(smem <= 200 * 1024, "dsmem probe: X (1 + P) must fit 200 KB");
-  TORCH_CHECK(P >= 1 && P < C && C % (P + 1) == 0, "dsmem probe: P + 1 must divide C");
+  TORCH_CHECK(P >= 1 && P <= 7 && P < C && C % (P + 1) == 0, "dsmem probe: P + 1 must divide C (P <= 7)");
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((unsigned)blocks);
   cfg.blockDim = dim3(256);
@@ -123,7 +153,8 @@ void run_dsmem(int64_t C, int64_t X, int64_t P, int64_t rounds, int64_t blocks) 
   a.val.clusterDim.z = 1;
   cfg.attrs = &a;
   cfg.numAttrs = 1;
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, dsmem_probe, (int)X, (int)P, (int)rounds));
+  if (pull) C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, dsmem_pull_probe, (int)X, (int)P, (int)rounds, sink.data_ptr<float>()));
+  else C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, dsmem_probe, (int)X, (int)P, (int)rounds));
 }
 
 void run_grid(at::Tensor buf, at::Tensor counter, at::Tensor sink, int64_t S, int64_t rounds, int64_t blocks) {
@@ -141,7 +172,7 @@ void run_grid(at::Tensor buf, at::Tensor counter, at::Tensor sink, int64_t S, in
                                     sink.data_ptr<float>(), (int)S, (int)rounds));
 }
 """
-CPP = ("void run_dsmem(int64_t C, int64_t X, int64_t P, int64_t rounds, int64_t blocks);\n"
+CPP = ("void run_dsmem(int64_t C, int64_t X, int64_t P, int64_t rounds, int64_t blocks, bool pull, at::Tensor sink);\n"
        "void run_grid(at::Tensor buf, at::Tensor counter, at::Tensor sink, int64_t S, int64_t rounds, int64_t blocks);")
 
 
@@ -154,8 +185,9 @@ def main():
     if not torch.cuda.is_available():
         sys.exit("exchange_probe: built; no GPU here to run it on")
     blocks = 120   # 15 clusters of 8, 30 of 4, 60 of 2: the wg kernel's one block per SM
+    sink = torch.zeros(1, device="cuda")
     for _ in range(2000):   # the clock up before any timing
-        ext.run_dsmem(4, 1024, 3, 9, blocks)
+        ext.run_dsmem(4, 1024, 3, 9, blocks, False, sink)
     torch.cuda.synchronize()
     try:
         clock = torch.cuda.clock_rate()   # MHz, through NVML
@@ -170,13 +202,14 @@ def main():
 
     print(f"SM clock {clock} MHz after warm-up (cycles below use it)")
     print(f"{'case':<40s} {'R=1 us':>8s} {'R=9 us':>8s} {'round us':>8s} {'cycles':>9s}")
-    for C, P in ((2, 1), (4, 3), (8, 3), (8, 7)):
-        for X in (0, 4096, 8192, 16384, 32768):
-            if X * (1 + P) > 200 * 1024:
-                continue
-            line(f"dsmem C={C} peers={P} X={X // 1024} KB", lambda R, C=C, P=P, X=X: ext.run_dsmem(C, X, P, R, blocks))
+    for pull in (False, True):
+        for C, P in ((2, 1), (4, 3), (8, 3), (8, 7)):
+            for X in (0, 4096, 8192, 16384, 32768):
+                if X * (1 + P) > 200 * 1024:
+                    continue
+                line(f"dsmem {'pull' if pull else 'push'} C={C} peers={P} X={X // 1024} KB",
+                     lambda R, C=C, P=P, X=X, pull=pull: ext.run_dsmem(C, X, P, R, blocks, pull, sink))
     counter = torch.zeros(2, dtype=torch.int32, device="cuda")
-    sink = torch.zeros(1, device="cuda")
     for nb in (120, 132):
         for S in (0, 1024, 4096, 16384):
             buf = torch.zeros(2 * nb * max(S // 4, 1), device="cuda")
