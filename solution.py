@@ -1285,6 +1285,11 @@ constexpr bool PSPLIT = false;
 #endif
 static_assert(!PSPLIT || (GROUP == 1 && PAIR == 1), "PSPLIT: one chunk per promotion (each has its own scales)");
 constexpr int SCL_ROWS = 144;             // PSPLIT: a stage's row scales, the widest pass (layer 4's 128 + 16)
+#ifdef VAE_WG_EPS_EARLY
+constexpr bool EPS_EARLY = true;          // dev: RS layer 2's noise and bias loads before its exchange, not after
+#else
+constexpr bool EPS_EARLY = false;
+#endif
 constexpr int KC1 = D / BK, KC2 = H / BK, KC3 = L / BK, KC4 = H / BK;   // chunks per pass
 // The workspace: per layer, K-chunk after K-chunk, each all of the layer's weight rows (64 bytes each:
 // hi, then lo); a pass of n rows from row n0 (n0 % 8 == 0, the swizzle's period) is one contiguous bulk
@@ -2277,6 +2282,27 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       L2PROF(0);
       if constexpr (P::RS) {   // reduce-scatter: each owner's entries to it, z slices back (see Plan)
         constexpr int E = P::RS_E, G2 = P::G2, NM = N2 / 4;   // NM: a thread's mu entries (then logvar's)
+        const int i0 = rank * E;   // own mu entries i0 .. i0 + E - 1: unit acc_col(i0 + e, q), row rw + acc_row(e)
+        float eps[E], bm[E], bl[E];   // (bm, bl: EPS_EARLY's biases)
+        auto load_eps = [&] {   // this rank's units' noise: drawn by the spares, at entry or by the producers
+          const unsigned spares = *reinterpret_cast<volatile unsigned*>(sm + S::SPARES);
+          if (spares)   // wait for the spare blocks, then L2 reads (as below)
+            while (ld_acquire_gpu(reinterpret_cast<const unsigned*>(ws + WS_DONE)) < spares) __nanosleep(64);
+          if (spares || (P::EARLY_NOISE && it == 0)) {
+#pragma unroll
+            for (int e = 0; e < E; ++e)
+              asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(eps[e]) : "l"(eps0 + acc_col(i0 + e, q) * BM + rw + acc_row(e)) : "memory");
+          } else {
+            mbar_wait(nfull, (it - P::EARLY_NOISE) & 1);
+#pragma unroll
+            for (int e = 0; e < E; ++e)
+              asm volatile("ld.global.f32 %0, [%1];" : "=f"(eps[e]) : "l"(eps_buf + acc_col(i0 + e, q) * BM + rw + acc_row(e)) : "memory");
+          }
+          if constexpr (EPS_EARLY)
+#pragma unroll
+            for (int e = 0; e < E; ++e) bm[e] = __ldg(bmu + acc_col(i0 + e, q)), bl[e] = __ldg(blv + acc_col(i0 + e, q));
+        };
+        if constexpr (EPS_EARLY) load_eps();   // (dev) their L2 latency under the exchange
         consumers_sync();   // every warp's h reads are done: the staging overwrites h
 #pragma unroll
         for (int s2 = 0; s2 < G2; ++s2) {   // owner s2's entries (static register indices) -> its staging
@@ -2317,28 +2343,14 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
             lv_s[e] += s2 == rank ? sum[NM + s2 * E + e] : in[E + e];
           }
         }
-        const int i0 = rank * E;   // own mu entries i0 .. i0 + E - 1: unit acc_col(i0 + e, q), row rw + acc_row(e)
-        float eps[E];
-        const unsigned spares = *reinterpret_cast<volatile unsigned*>(sm + S::SPARES);
-        if (spares)   // wait for the spare blocks, then L2 reads (as below)
-          while (ld_acquire_gpu(reinterpret_cast<const unsigned*>(ws + WS_DONE)) < spares) __nanosleep(64);
-        if (spares || (P::EARLY_NOISE && it == 0)) {
-#pragma unroll
-          for (int e = 0; e < E; ++e)
-            asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(eps[e]) : "l"(eps0 + acc_col(i0 + e, q) * BM + rw + acc_row(e)) : "memory");
-        } else {
-          mbar_wait(nfull, (it - P::EARLY_NOISE) & 1);
-#pragma unroll
-          for (int e = 0; e < E; ++e)
-            asm volatile("ld.global.f32 %0, [%1];" : "=f"(eps[e]) : "l"(eps_buf + acc_col(i0 + e, q) * BM + rw + acc_row(e)) : "memory");
-        }
+        if constexpr (!EPS_EARLY) load_eps();
         L2PROF(3);
         float* slot = act + P::rs_slot(rank);   // own z slice [BM][RS_UL]: the copies' source
 #pragma unroll
         for (int e = 0; e < E; ++e) {
           const int r = rw + acc_row(e), j = acc_col(i0 + e, q);
-          const float mu = __fmaf_rn(mu_s[e], isc_one(isc + SC2 + j), __ldg(bmu + j));
-          const float lv = __fmaf_rn(lv_s[e], isc_one(isc + SC2 + L + j), __ldg(blv + j));
+          const float mu = __fmaf_rn(mu_s[e], isc_one(isc + SC2 + j), EPS_EARLY ? bm[e] : __ldg(bmu + j));
+          const float lv = __fmaf_rn(lv_s[e], isc_one(isc + SC2 + L + j), EPS_EARLY ? bl[e] : __ldg(blv + j));
           slot[r * P::RS_UL + j - P::RS_UL * rank] = reparam_z(mu, lv, eps[e]);
           kl[(e >> 1) & 1] += kl_term(mu, lv);
         }
