@@ -1295,10 +1295,10 @@ constexpr int KC1 = D / BK, KC2 = H / BK, KC3 = L / BK, KC4 = H / BK;   // chunk
 // hi, then lo); a pass of n rows from row n0 (n0 % 8 == 0, the swizzle's period) is one contiguous bulk
 // copy. Layer 2's rows: Wmu's 32, then Wlv's 32. Then the rows' inverse scales (floats, rows in the
 // order of the layers: SC1 ..).
-struct Layer { int base, rows; };
-constexpr Layer WL1 = {0, H}, WL2 = {WL1.base + KC1 * H * ROWB, N2}, WL3 = {WL2.base + KC2 * N2 * ROWB, H},
-                WL4 = {WL3.base + KC3 * H * ROWB, D};
 constexpr int SC1 = 0, SC2 = SC1 + H, SC3 = SC2 + N2, SC4 = SC3 + H, WROWS_ALL = SC4 + D;   // 1360 rows
+struct Layer { int base, rows, row0; };   // row0: its first row in the layers' order (w_row, the scales)
+constexpr Layer WL1 = {0, H, SC1}, WL2 = {WL1.base + KC1 * H * ROWB, N2, SC2},
+                WL3 = {WL2.base + KC2 * N2 * ROWB, H, SC3}, WL4 = {WL3.base + KC3 * H * ROWB, D, SC4};
 constexpr int WS_SCALES = WL4.base + KC4 * D * ROWB;
 constexpr int WS_DONE = WS_SCALES + WROWS_ALL * 4;   // the spare blocks' done count (a u32, 16 bytes kept)
 constexpr int WS_BYTES = WS_DONE + 16;
@@ -1547,15 +1547,6 @@ __device__ __forceinline__ void ps_split_row(uint8_t* st, float* scl, int r) {
   *reinterpret_cast<uint4*>(st + b_unit(r, 3)) = make_uint4(l1[0], l1[1], l1[2], l1[3]);
   scl[r] = inv;
 }
-// PSPLIT: row n of layer l's fp32 weights (the layers as in w_row).
-__device__ __forceinline__ const float* w_src(wg::Layer l, int n, const float* We, const float* Wmu, const float* Wlv,
-                                              const float* W1, const float* W2) {
-  using namespace wg;
-  if (l.base == WL1.base) return We + (size_t)n * D;
-  if (l.base == WL2.base) return n < L ? Wmu + n * H : Wlv + (n - L) * H;
-  if (l.base == WL3.base) return W1 + n * L;
-  return W2 + (size_t)n * H;
-}
 template <int U> __device__ __forceinline__ void w_split(uint8_t* __restrict__ ws, const WRow& r, int row, int lane,
                                                          const float4 (&w)[U]) {
   using namespace wg;
@@ -1747,6 +1738,10 @@ __device__ __forceinline__ unsigned clock32() { unsigned v; asm volatile("mov.u3
 #define CHPROF(i) do {} while (0)
 #define L2PROF(i) do {} while (0)
 #endif
+// Thread's accumulator entry i of an m64nN tile: row 16 w + g + 8 ((i >> 1) & 1) of its warpgroup's
+// 64, column 8 (i >> 2) + 2 q + (i & 1).
+__device__ __forceinline__ int acc_row(int i) { return ((i >> 1) & 1) * 8; }
+__device__ __forceinline__ int acc_col(int i, int q) { return 8 * (i >> 2) + 2 * q + (i & 1); }
 // Consumer warpgroup, one chunk c: wait until the producer filled its stage, 3 wgmma (hi / lo FP16
 // products; A rows from a_at(st, g, r) as split_frags takes them, split in registers) into a fresh accumulator, wait for them, free
 // the stage, add the chunk into the fp32 sums (the tensor core's own accumulation keeps fewer bits
@@ -1802,7 +1797,7 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
     for (int h = 0; h < CHAINS; ++h) keep(acc[n][h]);
   CPROF(p3);
   if constexpr (wg::PSPLIT) {   // the chunk times its rows' scales (in the stage's SCL row) into the sums,
-    // read before the stage is freed. Sum entry j = h SUB + i is column 8 (j >> 2) + 2 q + (j & 1).
+    // read before the stage is freed. Sum entry j = h SUB + i is column acc_col(j, q) of the pass.
     static_assert(G == 1, "PSPLIT: one chunk per promotion");
     const uint32_t sa = stg_s - (uint32_t)WgSmem::STG + (uint32_t)WgSmem::SCL + (uint32_t)((c % wg::NS) * wg::SCL_ROWS * 4);
 #pragma unroll
@@ -1811,7 +1806,7 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
       for (int i = 0; i < SUB; i += 4) {
         const int j = h * SUB + i;
         float s0, s1;
-        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(s0), "=f"(s1) : "r"(sa + 4 * (8 * (j >> 2) + 2 * q)));
+        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(s0), "=f"(s1) : "r"(sa + 4 * acc_col(j, q)));
         sum[j] = __fmaf_rn(acc[0][h][i], s0, sum[j]);
         sum[j + 1] = __fmaf_rn(acc[0][h][i + 1], s1, sum[j + 1]);
         sum[j + 2] = __fmaf_rn(acc[0][h][i + 2], s0, sum[j + 2]);
@@ -1863,10 +1858,6 @@ __device__ __forceinline__ void ws_run(uint32_t stg_s, uint64_t* full, uint64_t*
                               [&](int st, int, int r) { return a_at(st, kc, r); }, sum, amax, wait_more);
 }
 
-// Thread's accumulator entry i of an m64nN tile: row 16 w + g + 8 ((i >> 1) & 1) of its warpgroup's
-// 64, column 8 (i >> 2) + 2 q + (i & 1).
-__device__ __forceinline__ int acc_row(int i) { return ((i >> 1) & 1) * 8; }
-__device__ __forceinline__ int acc_col(int i, int q) { return 8 * (i >> 2) + 2 * q + (i & 1); }
 // A weight row's inverse scale (a pair of adjacent rows') for an epilogue: the scale table's entry, or
 // 1 with PSPLIT, whose promotion already applied each chunk's own scales.
 __device__ __forceinline__ float isc_one(const float* p) { return wg::PSPLIT ? 1.f : *p; }
@@ -2023,8 +2014,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   uint64_t* pfree = rfull + 1;    // ... every peer finished the last tile (one arrival each)
   uint64_t* xdone = pfree + 1;    // ... every peer received this rank's partials (RS; one arrival each)
   uint64_t* hfull = xdone + 1;    // C = 8, ranks 0-3: rank + 4's layer-1 partial sums landed (bytes)
-  uint64_t* zfull = hfull + 1;    // C = 8, ranks 4-7: rank - 4's z landed (bytes)
-  uint64_t* zdone = zfull + 1;    // C = 8, ranks 0-3: rank + 4 received z (one arrival)
+  uint64_t* zfull = hfull + 1;    // RS: the other layer-2 ranks' z slices landed (bytes; C = 8 ranks 4-7: all 4)
+  uint64_t* zdone = zfull + 1;    // RS: every block that this rank sent its z slice to received it (one arrival each)
   uint64_t* iscful = zdone + 1;   // the scale table's bulk copy landed
   const int tid = threadIdx.x, lane = tid & 31, q = lane & 3;
   const int tiles = (B + BM - 1) / BM;
@@ -2142,7 +2133,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #else
         if constexpr (PSPLIT) {   // the fp32 rows (64 bytes of each) by cp.async; split at the next chunk
           for (int r = pt; r < n; r += PRODUCERS) {
-            const float* src = w_src(l, n0 + r, We, Wmu, Wlv, W1, W2) + kc * wg::BK;
+            const float* src = w_row(l.row0 + n0 + r, We, Wmu, Wlv, W1, W2).src + kc * wg::BK;
             const uint32_t ws_ = smem_u32(st + r * ROWB);
 #pragma unroll
             for (int u = 0; u < 4; ++u) cp_async16(ws_ + 16 * u, src + 4 * u, true);
@@ -2271,6 +2262,24 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     PROF(1);
     CHPROF(1);
     // ---- layer 2: mu | logvar = h [Wmu; Wlv]^T + b; z = mu + exp(logvar / 2) eps -> Z; KL per row
+    // The tile's noise for this thread's mu entries i0 .. i0 + E - 1 (E: eps's length; unit acc_col(i, q),
+    // row rw + acc_row(i)): drawn by the spares or at entry (L2 reads), else by this block's producers.
+    auto load_noise = [&](auto& eps, int i0) {
+      constexpr int E = sizeof(eps) / sizeof(eps[0]);
+      const unsigned spares = *reinterpret_cast<volatile unsigned*>(sm + S::SPARES);
+      if (spares)   // wait for the spare blocks (long done by now, as a rule), then L2 reads
+        while (ld_acquire_gpu(reinterpret_cast<const unsigned*>(ws + WS_DONE)) < spares) __nanosleep(64);
+      if (spares || (P::EARLY_NOISE && it == 0)) {
+#pragma unroll
+        for (int e = 0; e < E; ++e)
+          asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(eps[e]) : "l"(eps0 + acc_col(i0 + e, q) * BM + rw + acc_row(i0 + e)) : "memory");
+      } else {
+        mbar_wait(nfull, (it - P::EARLY_NOISE) & 1);   // the producers drew this tile's noise
+#pragma unroll
+        for (int e = 0; e < E; ++e)
+          asm volatile("ld.global.f32 %0, [%1];" : "=f"(eps[e]) : "l"(eps_buf + acc_col(i0 + e, q) * BM + rw + acc_row(i0 + e)) : "memory");
+      }
+    };
     if (P::runs_layer2(rank)) {
       float sum[N2 / 2];
       auto run2 = [&](auto pass) {   // this rank's own K-chunks (C = 3: 6 or 5)
@@ -2284,20 +2293,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         constexpr int E = P::RS_E, G2 = P::G2, NM = N2 / 4;   // NM: a thread's mu entries (then logvar's)
         const int i0 = rank * E;   // own mu entries i0 .. i0 + E - 1: unit acc_col(i0 + e, q), row rw + acc_row(e)
         float eps[E], bm[E], bl[E];   // (bm, bl: EPS_EARLY's biases)
-        auto load_eps = [&] {   // this rank's units' noise: drawn by the spares, at entry or by the producers
-          const unsigned spares = *reinterpret_cast<volatile unsigned*>(sm + S::SPARES);
-          if (spares)   // wait for the spare blocks, then L2 reads (as below)
-            while (ld_acquire_gpu(reinterpret_cast<const unsigned*>(ws + WS_DONE)) < spares) __nanosleep(64);
-          if (spares || (P::EARLY_NOISE && it == 0)) {
-#pragma unroll
-            for (int e = 0; e < E; ++e)
-              asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(eps[e]) : "l"(eps0 + acc_col(i0 + e, q) * BM + rw + acc_row(e)) : "memory");
-          } else {
-            mbar_wait(nfull, (it - P::EARLY_NOISE) & 1);
-#pragma unroll
-            for (int e = 0; e < E; ++e)
-              asm volatile("ld.global.f32 %0, [%1];" : "=f"(eps[e]) : "l"(eps_buf + acc_col(i0 + e, q) * BM + rw + acc_row(e)) : "memory");
-          }
+        auto load_eps = [&] {   // this rank's units' noise (and with EPS_EARLY their biases)
+          load_noise(eps, i0);
           if constexpr (EPS_EARLY)
 #pragma unroll
             for (int e = 0; e < E; ++e) bm[e] = __ldg(bmu + acc_col(i0 + e, q)), bl[e] = __ldg(blv + acc_col(i0 + e, q));
@@ -2365,22 +2362,22 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         if constexpr (C > 1) {   // (C = 3) partial sums over this rank's h -> the peers by st.async; theirs
           if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // added in rank order. The peers are done with
           uint32_t peer_bar[P::G2 - 1];                          // the last tile.
-  #pragma unroll
+#pragma unroll
           for (int j = 1; j < P::G2; ++j) peer_bar[j - 1] = cluster_addr(pfull, (rank + j) % P::G2);
-  #pragma unroll
+#pragma unroll
           for (int i = 0; i < N2 / 2; i += 2) {
             const float* at = act + act_at(rw + acc_row(i), P::part_col(rank) + acc_col(i, q));
-  #pragma unroll
+#pragma unroll
             for (int j = 1; j < P::G2; ++j)
               st_async(cluster_addr(at, (rank + j) % P::G2), make_float2(sum[i], sum[i + 1]), peer_bar[j - 1]);
           }
           L2PROF(1);
           mbar_wait_cluster(pfull, it & 1);
           L2PROF(2);
-  #pragma unroll
+#pragma unroll
           for (int i = 0; i < N2 / 2; i += 2) {
             float2 tot = make_float2(0.f, 0.f);
-  #pragma unroll
+#pragma unroll
             for (int s = 0; s < P::G2; ++s) {
               float2 v = make_float2(sum[i], sum[i + 1]);
               if (s != rank) v = *reinterpret_cast<const float2*>(act + act_at(rw + acc_row(i), P::part_col(s) + acc_col(i, q)));
@@ -2392,22 +2389,10 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           }
         }
         float eps[N2 / 4];
-        const unsigned spares = *reinterpret_cast<volatile unsigned*>(sm + S::SPARES);
-        if (spares)   // wait for the spare blocks (long done by now, as a rule), then L2 reads
-          while (ld_acquire_gpu(reinterpret_cast<const unsigned*>(ws + WS_DONE)) < spares) __nanosleep(64);
-        if (spares || (P::EARLY_NOISE && it == 0)) {   // drawn by other blocks (L2 reads): at entry or spares
-  #pragma unroll
-          for (int i = 0; i < N2 / 4; ++i)
-            asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(eps[i]) : "l"(eps0 + acc_col(i, q) * BM + rw + acc_row(i)) : "memory");
-        } else {
-          mbar_wait(nfull, (it - P::EARLY_NOISE) & 1);   // the producers drew this tile's noise
-  #pragma unroll
-          for (int i = 0; i < N2 / 4; ++i)
-            asm volatile("ld.global.f32 %0, [%1];" : "=f"(eps[i]) : "l"(eps_buf + acc_col(i, q) * BM + rw + acc_row(i)) : "memory");
-        }
+        load_noise(eps, 0);
         consumers_sync();   // every warp's h (and partial) reads are done: Z overwrites h's last columns
         L2PROF(3);
-  #pragma unroll
+#pragma unroll
         for (int i = 0; i < N2 / 4; ++i) {   // entries i < 16: mu (columns < 32); i + 16: logvar, same j
           const int r = rw + acc_row(i), j = acc_col(i, q);
           const float mu = __fmaf_rn(sum[i], isc_one(isc + SC2 + j), __ldg(bmu + j));
