@@ -145,6 +145,30 @@ def test_every_kernel_and_row_tile(B, rows_per_tile):
     assert torch.equal(torch.cuda.get_rng_state(), state_ref)
 
 
+# The grid kernel (rows_per_tile 43): B <= 129 in 3 row groups of up to 43 rows; sizes at and next to
+# the group boundaries, empty row groups (B < 3) included.
+GRID = 43
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B", [1, 2, 3, 42, 43, 44, 86, 87, 127, 128, 129])
+def test_grid_kernel_matches_reference(B):
+    ref, new = _models(seed=B)
+    x = torch.rand(B, D, device="cuda")
+    want = _run(ref, x, 5)
+    state_ref = torch.cuda.get_rng_state()
+    got = _run(new, x, 5, GRID)
+    _assert_close(got, want, f"B={B} rows_per_tile={GRID}")
+    assert torch.equal(torch.cuda.get_rng_state(), state_ref)
+
+
+@pytest.mark.gpu
+def test_grid_kernel_rejects_more_than_129_rows():
+    _, new = _models()
+    with pytest.raises(RuntimeError, match="grid kernel.*B <= 129, got B = 130"):
+        new(torch.rand(130, D, device="cuda"), GRID)
+
+
 @pytest.mark.gpu
 def test_bad_rows_per_tile_raises():
     _, new = _models()
@@ -166,7 +190,7 @@ def _assert_error_within(factor, ref, new, x, noise_seed, rows_per_tile):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("B, rows_per_tile", [(7, 0), (128, 0), (1000, 0), (1000, 16), (1000, 32), (1000, 64), (1000, 128),
+@pytest.mark.parametrize("B, rows_per_tile", [(7, 0), (128, 0), (128, 43), (1000, 0), (1000, 16), (1000, 32), (1000, 64), (1000, 128),
                                               (1000, 130), (4096, 0), (8192, 0), (16384, 128), (16384, 132)])
 def test_error_vs_float64_truth(B, rows_per_tile):
     ref, new = _models(seed=B)
@@ -248,7 +272,7 @@ def test_tensor_core_kernel_writes_nothing_of_size_b_by_784():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows_per_tile", [16, 64, 129, 132, 136])
+@pytest.mark.parametrize("rows_per_tile", [16, 43, 64, 129, 132, 136])
 @pytest.mark.parametrize("B", [7, 129])
 def test_saturated_logits_and_binary_x(B, rows_per_tile):
     ref, new = _models(seed=B)
@@ -382,8 +406,7 @@ def test_forward_in_cuda_graph(B):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows_per_tile", [0, 16, 64, 128, 132])
-@pytest.mark.parametrize("B", [128, 16384])
+@pytest.mark.parametrize("B, rows_per_tile", [(B, R) for B in (128, 16384) for R in (0, 16, 64, 128, 132)] + [(128, GRID)])
 def test_one_kernel_per_forward(B, rows_per_tile):
     _, new = _models()
     x = torch.rand(B, D, device="cuda")
