@@ -2982,6 +2982,9 @@ static Params check_inputs(const at::Tensor& x, const at::Tensor& We, const at::
               "vae_forward: rows_per_tile must be 0 (auto), 8, 9 or 16 (cluster kernel), 32 or 64 (block-tile kernel), "
               "43 (grid kernel, B <= 129), "
               "128 (tensor-core kernel, clusters of 1 to 4 or 8 blocks by B) or 128 + C (clusters of C = 1 to 4, or 8)");
+  const int64_t grid_rows = 43, grid_max_b = 129;   // gk::RMAX, gk::MAX_B as plain values for the message
+  TORCH_CHECK(rows_per_tile != grid_rows || x.size(0) <= grid_max_b, "vae_forward: rows_per_tile 43 (grid kernel) "
+              "takes B <= 129, got B = ", x.size(0));
   return {{We.data_ptr<float>(), be.data_ptr<float>(), Wmu.data_ptr<float>(), bmu.data_ptr<float>(),
            Wlv.data_ptr<float>(), blv.data_ptr<float>(), W1.data_ptr<float>(), b1.data_ptr<float>(),
            W2.data_ptr<float>(), b2.data_ptr<float>()}};
@@ -3173,11 +3176,10 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
     case 64: launch(vae_elbo_kernel_tile<64>, TileSmem<64>::BYTES, (int)((B + 63) / 64), TT, conf64,
                     xp, w, op, Bi, noise, stream, dv); break;
     case gk::RMAX: {
-      TORCH_CHECK(B <= gk::MAX_B, "vae_forward: rows_per_tile ", gk::RMAX, " (grid kernel) takes B <= ", gk::MAX_B,
-                  ", got B = ", B);
+      static_assert(gk::RMAX == 43 && gk::MAX_B == 129, "check_inputs' grid-kernel check");
       const int n = grid_max_clusters(dv);
-      TORCH_CHECK(n >= gk::NCL, "vae_forward: rows_per_tile ", gk::RMAX, " (grid kernel) needs ", gk::NCL,
-                  " clusters of ", gk::CL, " blocks running at once; this GPU runs ", n);
+      TORCH_CHECK(n >= 15, "vae_forward: rows_per_tile 43 (grid kernel) needs 15 clusters of 8 blocks running "
+                  "at once; this GPU runs ", n);
       launch_grid(xp, w, op, Bi, noise, x, stream);
       break;
     }
