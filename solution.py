@@ -3098,6 +3098,27 @@ static void launch_wg(const float* xp, const Params& w, float* op, int B, const 
                                     w.p[5], w.p[6], w.p[7], w.p[8], w.p[9], op, B, noise, ws.data_ptr<uint8_t>()));
 }
 
+// The grid kernel's launch: 120 blocks in clusters of 8, cooperative for the launch itself (one grid
+// sync), not for the occupancy query.
+struct GridLaunch {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[2];
+  GridLaunch(bool cooperative, cudaStream_t stream) {
+    cfg.gridDim = dim3(gk::BLOCKS);
+    cfg.blockDim = dim3(gk::TPB);
+    cfg.dynamicSmemBytes = gk::BYTES;
+    cfg.stream = stream;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = gk::CL;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeCooperative;
+    attr[1].val.cooperative = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = cooperative ? 2 : 1;
+  }
+};
+
 // The grid kernel's shared-memory limit, set once per device, and how many of its clusters of 8 run
 // at once (one block per SM), asked once per device: it needs all 15 (the H200 runs 15).
 static int grid_max_clusters(c10::DeviceIndex dev) {
@@ -3105,47 +3126,23 @@ static int grid_max_clusters(c10::DeviceIndex dev) {
   if (!cached[dev]) {
     C10_CUDA_CHECK(cudaFuncSetAttribute(vae_elbo_kernel_grid, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)gk::BYTES));
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(gk::BLOCKS);
-    cfg.blockDim = dim3(gk::TPB);
-    cfg.dynamicSmemBytes = gk::BYTES;
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = gk::CL;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    GridLaunch gl(false, nullptr);
     int n = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, vae_elbo_kernel_grid, &cfg));
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, vae_elbo_kernel_grid, &gl.cfg));
     cached[dev] = n > 0 ? n : -1;
   }
   return cached[dev];
 }
 
-// Cooperative (one grid sync), 15 clusters of 8; the workspace holds h, the recon and KL partial sums
-// and the row groups' arrival counters (B x 274 floats + 4).
+// The workspace holds h, the recon and KL partial sums and the row groups' arrival counters
+// (B x 274 floats + 4).
 static void launch_grid(const float* xp, const Params& w, float* op, int B, const Noise& noise,
                         const at::Tensor& x, cudaStream_t stream) {
   at::Tensor ws = at::empty({(int64_t)B * (H + gk::PXGROUPS + gk::CL) + 4}, x.options());
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(gk::BLOCKS);
-  cfg.blockDim = dim3(gk::TPB);
-  cfg.dynamicSmemBytes = gk::BYTES;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
-  attr[1].id = cudaLaunchAttributeClusterDimension;
-  attr[1].val.clusterDim.x = gk::CL;
-  attr[1].val.clusterDim.y = 1;
-  attr[1].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 2;
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, vae_elbo_kernel_grid, xp, w.p[0], w.p[1], w.p[2], w.p[3], w.p[4],
+  GridLaunch gl(true, stream);
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&gl.cfg, vae_elbo_kernel_grid, xp, w.p[0], w.p[1], w.p[2], w.p[3], w.p[4],
                                     w.p[5], w.p[6], w.p[7], w.p[8], w.p[9], op, B, noise, ws.data_ptr<float>()));
 }
-
 
 // One forward into out (3, B): picks the kernel by B (or rows_per_tile) and launches it on the
 // current stream. x is contiguous and 16-byte aligned, B >= 1, the caller holds a device guard.
