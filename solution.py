@@ -1278,21 +1278,6 @@ constexpr int NS = VAE_WG_NS;             // stages
 #endif
 constexpr int WROWS = 128;                // rows of the largest weight chunk (a pass's columns)
 constexpr int N2 = 2 * L;                 // columns of layer 2's one pass
-// PSPLIT (dev, VAE_WG_PSPLIT): the producers copy each chunk's fp32 weight rows (cp.async) and split them
-// in the stage, each row with its own per-chunk power-of-two scale (SCL, beside the stages), which the
-// consumers' fp32 promotion multiplies in; no split pass at entry, no scale table (isc_one, isc_pair: 1).
-#ifdef VAE_WG_PSPLIT
-constexpr bool PSPLIT = true;
-#else
-constexpr bool PSPLIT = false;
-#endif
-static_assert(!PSPLIT || (GROUP == 1 && PAIR == 1), "PSPLIT: one chunk per promotion (each has its own scales)");
-constexpr int SCL_ROWS = 144;             // PSPLIT: a stage's row scales, the widest pass (layer 4's 128 + 16)
-#ifdef VAE_WG_EPS_EARLY
-constexpr bool EPS_EARLY = true;          // dev: RS layer 2's noise and bias loads before its exchange, not after
-#else
-constexpr bool EPS_EARLY = false;
-#endif
 constexpr int KC1 = D / BK, KC2 = H / BK, KC3 = L / BK, KC4 = H / BK;   // chunks per pass
 // The workspace: per layer, K-chunk after K-chunk, each all of the layer's weight rows (64 bytes each:
 // hi, then lo); a pass of n rows from row n0 (n0 % 8 == 0, the swizzle's period) is one contiguous bulk
@@ -1423,7 +1408,6 @@ template <int C> struct Plan {
   }
   static_assert(EXTRA + C * P4 * WP == D && (D - EXTRA) / C == P4 * WP, "layer 4 covered");
   static_assert(WP + EXTRA <= WROWS + BM, "a layer-4 pass's weight rows fit a stage (W and x parts)");
-  static_assert(WP + EXTRA <= SCL_ROWS && N1 <= SCL_ROWS && N3 <= SCL_ROWS, "PSPLIT: a pass's row scales fit SCL");
 };
 
 
@@ -1464,8 +1448,7 @@ struct WgSmem {   // bytes
   static constexpr int RED = STG + wg::NS * STAGE;          // rank 0 of a cluster: the peers' recon sums [7][BM]
   static constexpr int RED_ROWS = 7 + 3;                     // (RS: + the layer-2 peers' KL sums [3][BM])
   static constexpr int ISC = RED + RED_ROWS * wg::BM * 4;    // the weight rows' inverse scales (wg::SC1 ..)
-  static constexpr int SCL = ISC + wg::WROWS_ALL * 4;        // PSPLIT: each stage's row scales [NS][SCL_ROWS]
-  static constexpr int BARS = SCL + (wg::PSPLIT ? wg::NS * wg::SCL_ROWS * 4 : 0);   // full[NS], empty[NS], xfull[NS], nfull, then
+  static constexpr int BARS = ISC + wg::WROWS_ALL * 4;       // full[NS], empty[NS], xfull[NS], nfull, then
   static constexpr int NBARS = 3 * wg::NS + 1 + 7 + 1;       // the cluster's pfull, rfull, pfree, xdone, hfull,
                                                              // zfull, zdone; iscful
   static constexpr int SPARES = BARS + NBARS * 8;            // u32: how many spare blocks draw the noise (0: none)
@@ -1526,29 +1509,6 @@ __device__ __forceinline__ void pow2_scale(float m, float& sc, float& inv) {
   const bool scaled = e >= 15 && e <= 254;       // else 0, tiny (< 2^-112), inf or nan: s = 1
   sc = scaled ? __uint_as_float((268u - e) << 23) : 1.f;     // 2^(141 - e)
   inv = scaled ? __uint_as_float((e - 14u) << 23) : 1.f;     // 2^(e - 141)
-}
-// PSPLIT: weight row r of a stage, its chunk's 16 fp32 values in k order (as cp.async put them), split in
-// place into the swizzled hi | lo row the wgmma descriptors read (the chunk k order and units as w_split
-// writes them), with its own scale; 1 / scale into scl[r].
-__device__ __forceinline__ void ps_split_row(uint8_t* st, float* scl, int r) {
-  using namespace wg;
-  float4 w[4];
-#pragma unroll
-  for (int v = 0; v < 4; ++v) w[v] = *reinterpret_cast<const float4*>(st + r * ROWB + 16 * v);
-  const float m = fmaxf(fmaxf(abs_max(w[0]), abs_max(w[1])), fmaxf(abs_max(w[2]), abs_max(w[3])));
-  float sc, inv;
-  pow2_scale(m, sc, inv);
-  uint32_t h0[4], h1[4], l0[4], l1[4];   // units 0, 1 (hi at k positions 0-7, 8-15), 2, 3 (lo)
-#pragma unroll
-  for (int v = 0; v < 4; ++v) {   // columns 4v .. 4v + 3 -> k positions 2v, 2v + 1 and 2v + 8, 2v + 9
-    split16(w[v].x * sc, w[v].y * sc, h0[v], l0[v]);
-    split16(w[v].z * sc, w[v].w * sc, h1[v], l1[v]);
-  }
-  *reinterpret_cast<uint4*>(st + b_unit(r, 0)) = make_uint4(h0[0], h0[1], h0[2], h0[3]);
-  *reinterpret_cast<uint4*>(st + b_unit(r, 1)) = make_uint4(h1[0], h1[1], h1[2], h1[3]);
-  *reinterpret_cast<uint4*>(st + b_unit(r, 2)) = make_uint4(l0[0], l0[1], l0[2], l0[3]);
-  *reinterpret_cast<uint4*>(st + b_unit(r, 3)) = make_uint4(l1[0], l1[1], l1[2], l1[3]);
-  scl[r] = inv;
 }
 template <int U> __device__ __forceinline__ void w_split(uint8_t* __restrict__ ws, const WRow& r, int row, int lane,
                                                          const float4 (&w)[U]) {
@@ -1799,23 +1759,6 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
 #pragma unroll
     for (int h = 0; h < CHAINS; ++h) keep(acc[n][h]);
   CPROF(p3);
-  if constexpr (wg::PSPLIT) {   // the chunk times its rows' scales (in the stage's SCL row) into the sums,
-    // read before the stage is freed. Sum entry j = h SUB + i is column acc_col(j, q) of the pass.
-    static_assert(G == 1, "PSPLIT: one chunk per promotion");
-    const uint32_t sa = stg_s - (uint32_t)WgSmem::STG + (uint32_t)WgSmem::SCL + (uint32_t)((c % wg::NS) * wg::SCL_ROWS * 4);
-#pragma unroll
-    for (int h = 0; h < CHAINS; ++h)
-#pragma unroll
-      for (int i = 0; i < SUB; i += 4) {
-        const int j = h * SUB + i;
-        float s0, s1;
-        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(s0), "=f"(s1) : "r"(sa + 4 * acc_col(j, q)));
-        sum[j] = __fmaf_rn(acc[0][h][i], s0, sum[j]);
-        sum[j + 1] = __fmaf_rn(acc[0][h][i + 1], s1, sum[j + 1]);
-        sum[j + 2] = __fmaf_rn(acc[0][h][i + 2], s0, sum[j + 2]);
-        sum[j + 3] = __fmaf_rn(acc[0][h][i + 3], s1, sum[j + 3]);
-      }
-  }
   __syncwarp();
   if (lane == 0)
 #pragma unroll
@@ -1823,9 +1766,8 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
 #ifdef VAE_WG_NO_PROMOTE   // dev: the fp32 adds of one chunk in 16 only (wrong results)
   if ((c & 15) != 0) return;
 #endif
-  if constexpr (!wg::PSPLIT)
 #pragma unroll
-    for (int n = 0; n < NA; ++n) ws_promote(sum, acc[n]);
+  for (int n = 0; n < NA; ++n) ws_promote(sum, acc[n]);
 #ifdef VAE_PROFILE_CHUNKS
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     keep(sum);
@@ -1861,12 +1803,9 @@ __device__ __forceinline__ void ws_run(uint32_t stg_s, uint64_t* full, uint64_t*
                               [&](int st, int, int r) { return a_at(st, kc, r); }, sum, amax, wait_more);
 }
 
-// A weight row's inverse scale (a pair of adjacent rows') for an epilogue: the scale table's entry, or
-// 1 with PSPLIT, whose promotion already applied each chunk's own scales.
-__device__ __forceinline__ float isc_one(const float* p) { return wg::PSPLIT ? 1.f : *p; }
-__device__ __forceinline__ float2 isc_pair(const float* p) {
-  return wg::PSPLIT ? make_float2(1.f, 1.f) : *reinterpret_cast<const float2*>(p);
-}
+// A weight row's inverse scale (a pair of adjacent rows') for an epilogue: the scale table's entry.
+__device__ __forceinline__ float isc_one(const float* p) { return *p; }
+__device__ __forceinline__ float2 isc_pair(const float* p) { return *reinterpret_cast<const float2*>(p); }
 // relu(sum isc + bias) of an m64nN tile's accumulator layout into ACT columns col0 + [0, N) (isc: the
 // columns' inverse weight scales, in smem; the product is exact, so one rounding as sum + bias).
 template <int NACC>
@@ -2038,8 +1977,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #endif
   if (tid == 0) {
     for (int s = 0; s < NS; ++s) {
-      mbar_init_count(&full[s], PSPLIT ? PRODUCERS : 1);   // producer thread 0's arrival with the stage's byte
-                                                            // count (PSPLIT: every producer's, its rows split)
+      mbar_init_count(&full[s], 1);   // producer thread 0's arrival with the stage's byte count
       mbar_init_count(&xfull[s], PRODUCERS);
       mbar_init_count(&empty[s], CONSUMERS / 32);
     }
@@ -2072,7 +2010,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   const long long t_drawn = clock64();
 #endif
 #ifndef VAE_WG_NO_WSPLIT   // dev: no split, the workspace as it was (wrong results)
-  if constexpr (!PSPLIT) ws_split_weights(ws, We, Wmu, Wlv, W1, W2);
+  ws_split_weights(ws, We, Wmu, Wlv, W1, W2);
 #endif
 #ifdef VAE_PROFILE
   const long long t_split = clock64();
@@ -2092,14 +2030,14 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     }
     return;
   }
-  if (!PSPLIT && tid == 0) {   // the scale table (other blocks wrote it) by one bulk copy: a loop of L2 loads
+  if (tid == 0) {   // the scale table (other blocks wrote it) by one bulk copy: a loop of L2 loads
     asm volatile("fence.proxy.async.global;" ::: "memory");   // was one round trip per trip; 4 at once spilled
     mbar_expect(iscful, WROWS_ALL * 4);
     bulk_copy(isc, ws + WS_SCALES, WROWS_ALL * 4, iscful);
   }
   if constexpr (C > 1) cg::this_cluster().sync();   // the peers' mbarriers initialized before any remote arrival
   else __syncthreads();                             // (and eps0 written)
-  if constexpr (!PSPLIT) mbar_wait(iscful, 0);
+  mbar_wait(iscful, 0);
 
   if (tid >= CONSUMERS) {   // ---- producer warps
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -2109,18 +2047,6 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     if (pt == 0) asm volatile("fence.proxy.async.global;" ::: "memory");
     const NoiseDraw draw = noise_source(noise);
     int c = 0;
-    int pend = -1, pend_n = 0;   // PSPLIT: the chunk whose rows are copied but not split yet (stage, rows)
-    auto split_pending = [&](bool last) {   // its rows split once their copies landed (all but the latest
-      if (pend < 0) return;                 // group; the last chunk's: all)
-      if (last) asm volatile("cp.async.wait_group 0;" ::: "memory");
-      else asm volatile("cp.async.wait_group 1;" ::: "memory");
-      uint8_t* st = sm + S::STG + pend * S::STAGE;
-      float* scl = reinterpret_cast<float*>(sm + S::SCL) + pend * SCL_ROWS;
-      for (int r = pt; r < pend_n; r += PRODUCERS) ps_split_row(st, scl, r);
-      fence_proxy_async_smem();   // the generic stores -> the wgmma's async-proxy reads
-      mbar_arrive(&full[pend]);
-      pend = -1;
-    };
     for (int t = cluster; t < tiles; t += clusters) {
       const int row0 = t * BM;
       // chunk of the tile, for the noise schedule: started past it where others draw this tile's noise
@@ -2131,17 +2057,10 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         if (c >= NS) mbar_wait(&empty[c % NS], (c / NS - 1) & 1);
         uint8_t* st = sm + S::STG + (c % NS) * S::STAGE;
 #ifdef VAE_WG_NO_LOAD   // dev: no copies (wrong results)
-        if (PSPLIT || pt == 0) mbar_arrive(&full[c % NS]);
+        if (pt == 0) mbar_arrive(&full[c % NS]);
         if (with_x) mbar_arrive(&xfull[c % NS]);
 #else
-        if constexpr (PSPLIT) {   // the fp32 rows (64 bytes of each) by cp.async; split at the next chunk
-          for (int r = pt; r < n; r += PRODUCERS) {
-            const float* src = w_row(l.row0 + n0 + r, We, Wmu, Wlv, W1, W2).src + kc * wg::BK;
-            const uint32_t ws_ = smem_u32(st + r * ROWB);
-#pragma unroll
-            for (int u = 0; u < 4; ++u) cp_async16(ws_ + 16 * u, src + 4 * u, true);
-          }
-        } else if (pt == 0) {   // the weights' rows (hi | lo); the stage's bytes on `full`
+        if (pt == 0) {   // the weights' rows (hi | lo); the stage's bytes on `full`
           mbar_expect(&full[c % NS], n * ROWB);
           bulk_copy(st, ws + ws_at(l, kc, n0), n * ROWB, &full[c % NS]);
         }
@@ -2152,11 +2071,6 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll
           for (int u = 0; u < 4; ++u) cp_async16(xs + 16 * u, x + (ok ? (size_t)row * D + kc * wg::BK + 4 * u : 0), ok);
           asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(smem_u32(&xfull[c % NS])) : "memory");
-        }
-        if constexpr (PSPLIT) {
-          asm volatile("cp.async.commit_group;" ::: "memory");
-          split_pending(false);   // the chunk before this one
-          pend = c % NS, pend_n = n;
         }
 #endif
         if (ci < P::NOISE_EVERY * (L / P::NOISE_BATCH) && ci % P::NOISE_EVERY == 0) {   // eps of row pt (0 past B)
@@ -2191,7 +2105,6 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
         for (int kc = 0; kc < KC4; ++kc) chunk(WL4, P::n4(rank, p), P::w4(rank, p), kc, false);
     }
-    if constexpr (PSPLIT) split_pending(true);   // the last chunk
     return;
   }
 
@@ -2295,14 +2208,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       if constexpr (P::RS) {   // reduce-scatter: each owner's entries to it, z slices back (see Plan)
         constexpr int E = P::RS_E, G2 = P::G2, NM = N2 / 4;   // NM: a thread's mu entries (then logvar's)
         const int i0 = rank * E;   // own mu entries i0 .. i0 + E - 1: unit acc_col(i0 + e, q), row rw + acc_row(e)
-        float eps[E], bm[E], bl[E];   // (bm, bl: EPS_EARLY's biases)
-        auto load_eps = [&] {   // this rank's units' noise (and with EPS_EARLY their biases)
-          load_noise(eps, i0);
-          if constexpr (EPS_EARLY)
-#pragma unroll
-            for (int e = 0; e < E; ++e) bm[e] = __ldg(bmu + acc_col(i0 + e, q)), bl[e] = __ldg(blv + acc_col(i0 + e, q));
-        };
-        if constexpr (EPS_EARLY) load_eps();   // (dev) their L2 latency under the exchange
+        float eps[E];
         consumers_sync();   // every warp's h reads are done: the staging overwrites h
 #pragma unroll
         for (int s2 = 0; s2 < G2; ++s2) {   // owner s2's entries (static register indices) -> its staging
@@ -2343,14 +2249,14 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
             lv_s[e] += s2 == rank ? sum[NM + s2 * E + e] : in[E + e];
           }
         }
-        if constexpr (!EPS_EARLY) load_eps();
+        load_noise(eps, i0);
         L2PROF(3);
         float* slot = act + P::rs_slot(rank);   // own z slice [BM][RS_UL]: the copies' source
 #pragma unroll
         for (int e = 0; e < E; ++e) {
           const int r = rw + acc_row(e), j = acc_col(i0 + e, q);
-          const float mu = __fmaf_rn(mu_s[e], isc_one(isc + SC2 + j), EPS_EARLY ? bm[e] : __ldg(bmu + j));
-          const float lv = __fmaf_rn(lv_s[e], isc_one(isc + SC2 + L + j), EPS_EARLY ? bl[e] : __ldg(blv + j));
+          const float mu = __fmaf_rn(mu_s[e], isc_one(isc + SC2 + j), __ldg(bmu + j));
+          const float lv = __fmaf_rn(lv_s[e], isc_one(isc + SC2 + L + j), __ldg(blv + j));
           slot[r * P::RS_UL + j - P::RS_UL * rank] = reparam_z(mu, lv, eps[e]);
           kl[(e >> 1) & 1] += kl_term(mu, lv);
         }

@@ -215,8 +215,7 @@ VARIANTS = {"prof": "-DVAE_PROFILE", "skip_enc": "-DVAE_SKIP_ENC", "skip_dec": "
             "wg_group3": "-DVAE_WG_GROUP=3", "wg_pair2": "-DVAE_WG_PAIR=2",
             "wg_no_promote": "-DVAE_WG_NO_PROMOTE", "wg_no_exact": "-DVAE_WG_NO_EXACT",
             "wg_no_noise": "-DVAE_WG_NO_NOISE", "wg_no_wsplit": "-DVAE_WG_NO_WSPLIT -DVAE_WG_NO_EXACT",
-            "wg_ns5": "-DVAE_WG_NS=5", "wg_psplit": "-DVAE_WG_PSPLIT", "wg_kc1_lo26": "-DVAE_WG_KC1_LO=26",
-            "wg_eps_early": "-DVAE_WG_EPS_EARLY"}
+            "wg_ns5": "-DVAE_WG_NS=5", "wg_kc1_lo26": "-DVAE_WG_KC1_LO=26"}
 
 
 def start_variant_builds(names):
