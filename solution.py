@@ -120,7 +120,14 @@ struct Smem {
   static constexpr int PART = KL + R * L;             // DEC_KG x R x PART_LD  partial logits per k-group
   static constexpr int RECON = PART + DEC_KG * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
   static constexpr int B2 = RECON + CLUSTER * R;      // D_SLICE  this block's slice of b2
-  static constexpr int BARS = (B2 + D_SLICE + 1) / 2 * 2;   // 5 mbarriers, 8-byte aligned
+#ifdef VAE_CK_W1_SMEM   // dev: W1 by cp.async at entry, rows padded to W1S floats (conflict-free LDS.128)
+  static constexpr bool W1_SMEM = R <= 9;             // (R = 16 has no room)
+#else
+  static constexpr bool W1_SMEM = false;
+#endif
+  static constexpr int W1S = L + 4;
+  static constexpr int W1 = (B2 + D_SLICE + 3) / 4 * 4;   // H x W1S  decoder hidden weights (W1_SMEM)
+  static constexpr int BARS = (W1 + (W1_SMEM ? H * W1S : 0) + 1) / 2 * 2;   // 5 mbarriers, 8-byte aligned
   static constexpr size_t BYTES = BARS * sizeof(float) + 5 * sizeof(uint64_t);
   static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "float4 alignment");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
@@ -145,6 +152,9 @@ __device__ __forceinline__ void mbar_fence_init() {
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                :: "r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   uint32_t done = 0;
@@ -635,14 +645,27 @@ vae_elbo_kernel(const float* __restrict__ x,
     bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
   }
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
+  if constexpr (S::W1_SMEM) {   // W1 (H x L) into rows of W1S floats, float4 e = tid + THREADS k (coalesced)
+#pragma unroll
+    for (int k = 0; k < H * L / 4 / THREADS; ++k) {
+      const int e = tid + THREADS * k, u = e / (L / 4), c = e % (L / 4);
+      cp_async16(smem_u32(smem + S::W1 + u * S::W1S + 4 * c), W1 + (size_t)u * L + 4 * c, true);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  }
   for (int i = rows * D + tid; i < R * D; i += THREADS) smem[S::X + i] = 0.f;   // rows past B
 
   // ---- phase 1: encoder, h = relu(x We^T + be)
   const int unit0 = rank * H_SLICE + warp * ENC_U;
+  float eps_pre = 0.f;   // VAE_CK_EARLY_NOISE (dev): thread t < 4R's noise, drawn while We and x load
   {
     float4 w[(D / 4 + 31) / 32][ENC_U];
 #ifndef VAE_SKIP_ENC
     load_rows<ENC_U, D>(We, unit0, ENC_U, lane, w);
+#endif
+#ifdef VAE_CK_EARLY_NOISE
+    if (tid < R * L_SLICE && tid / L_SLICE < rows)
+      eps_pre = noise_source(noise)((uint64_t)(row0 + tid / L_SLICE) * L + rank * L_SLICE + tid % L_SLICE);
 #endif
     mbar_wait(&bars[BAR_X], 0);
     __syncthreads();   // zero-filled rows visible
@@ -689,7 +712,11 @@ vae_elbo_kernel(const float* __restrict__ x,
     const int r = tid / L_SLICE, jj = tid % L_SLICE, j = rank * L_SLICE + jj;
     const float mu = smem[S::MULV + r * MULV_U + jj];
     const float lv = smem[S::MULV + r * MULV_U + L_SLICE + jj];
+#ifdef VAE_CK_EARLY_NOISE
+    const float eps = eps_pre;
+#else
     const float eps = r < rows ? noise_source(noise)((uint64_t)(row0 + r) * L + j) : 0.f;
+#endif
     const float z = reparam_z(mu, lv, eps);
     const float klt = kl_term(mu, lv);
     smem[S::Z + r * L + j] = z;
@@ -703,12 +730,19 @@ vae_elbo_kernel(const float* __restrict__ x,
   }
   // prefetch phase 3 weights: thread t owns decoder hidden unit t
   float4 w3[L / 4];
+  if constexpr (!S::W1_SMEM) {
 #pragma unroll
-  for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)tid * L) + k);
+    for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)tid * L) + k);
+  }
   const float bias3 = __ldg(b1 + tid);
   if (tid < D_SLICE) smem[S::B2 + tid] = __ldg(b2 + rank * D_SLICE + tid);   // for phase 5, from smem
+  if constexpr (S::W1_SMEM) asm volatile("cp.async.wait_all;" ::: "memory");   // this thread's W1 copies
   mbar_wait_cluster(&bars[BAR_Z], 0);
-  __syncthreads();   // own z slice visible
+  __syncthreads();   // own z slice visible (and all of W1)
+  if constexpr (S::W1_SMEM) {
+#pragma unroll
+    for (int k = 0; k < L / 4; ++k) w3[k] = *reinterpret_cast<const float4*>(smem + S::W1 + tid * S::W1S + 4 * k);
+  }
   PROF(4);
 
   // ---- phase 3: decoder hidden, h2 = relu(W1 z + b1), all 256 units for the R rows in every block
@@ -746,7 +780,11 @@ vae_elbo_kernel(const float* __restrict__ x,
     const int r = e / D_SLICE, p = e % D_SLICE;
     float* part = smem + S::PART + r * PART_LD + p;
     const float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
+#ifdef VAE_CK_BCE_SP   // dev: the SFU form (the wg kernel's)
+    part[0] = bce_term_sp(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
+#else
     part[0] = bce_term(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
+#endif
   }
   __syncthreads();
 #pragma unroll 1
@@ -1232,9 +1270,6 @@ __device__ __forceinline__ void wgmma_f16(float (&c)[8], const uint32_t (&a)[4],
 template <int N> __device__ __forceinline__ void keep(float (&c)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(c[i]) :: "memory");
-}
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
 
 namespace wg {
@@ -2466,356 +2501,6 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 }
 
 // ---------------------------------------------------------------------------
-// The grid kernel (rows_per_tile 43; B <= 129): 15 clusters of 8 blocks, one block per SM, each weight
-// element read by one cluster of a row group (the cluster kernel reads all weights in every cluster).
-// Cluster c is (row group g = c / 5, column group q = c % 5); a row group is up to 43 rows.
-// - Layer 1: cluster (g, q) computes h at its rows and units [52 q, +52) (the last group 48), rank r
-//   over its 24 or 25 float4 columns of K. The rank owning a row (rows r, r + 8, ...) pulls the 8
-//   partial sums over DSMEM and adds them in rank order; h goes to the workspace; grid sync.
-// - Layer 2: rank r computes mu and logvar units [4 r, +4) at the group's rows (h read from L2, its 8
-//   weight rows in registers, K split over the lanes), z and the KL terms; z written into every rank.
-// - Layer 3: rank r = 4 s + k computes d's units [64 k, +64) at the group's rows.
-// - Layer 4: rank (s, k) computes the logits' partial sums at pixels [160 q + 80 s, +80) over d's units
-//   [64 k, +64); the rank owning a row (rows k, k + 4, ...) adds the 4 in k order, then the BCE. Each
-//   row's 10 pixel-group sums and 8 KL partials go to the workspace; the row group's last block to
-//   arrive (a counter zeroed before the grid sync) writes the outputs.
-// All FFMA in fp32, every sum in a fixed order.
-// ---------------------------------------------------------------------------
-namespace gk {
-constexpr int CL = 8;                       // blocks per cluster
-constexpr int NCL = 15;                     // clusters: the most clusters of 8 the H200 runs at once
-constexpr int BLOCKS = CL * NCL;
-constexpr int TPB = 256;                    // threads per block
-constexpr int WPB = TPB / 32;
-constexpr int RG = 3;                       // row groups
-constexpr int CG = 5;                       // column groups (layer 1's units, layer 4's pixels)
-constexpr int RMAX = 43;                    // rows per row group
-constexpr int MAX_B = RG * RMAX;            // 129
-constexpr int RPAD = 44;                    // 11 quads of rows
-constexpr int U1 = 52;                      // layer-1 units per column group (the last: 48)
-constexpr int KQ = 25;                      // layer-1 float4 columns per rank: 196 = 4 x 25 + 4 x 24
-constexpr int XLD = 4 * KQ;                 // row of x's and We's slices (100 = 4 mod 32: no conflicts)
-constexpr int T1 = (RPAD / 4) * (U1 / 2);   // 286 layer-1 tiles of 4 rows x 2 units
-constexpr int LS = L / CL;                  // 4 latent units per rank
-constexpr int K4 = H / 4;                   // 64: layer 4's K per rank
-constexpr int PXG = 160;                    // pixels per column group (the last: 144)
-constexpr int PXS = PXG / 2;                // 80 per rank
-constexpr int DLD = K4 + 4;                 // row of d and of W2's slice (68: no conflicts)
-constexpr int W1LD = L + 4;                 // row of W1's slice
-constexpr int T4 = (RPAD / 4) * (PXS / 4);  // 220 layer-4 tiles of 4 rows x 4 pixels
-constexpr int XBR = RPAD / 4;               // 11 rows a rank finishes (k, k + 4, ...)
-constexpr int PXGROUPS = 2 * CG;            // recon partial sums per row
-// shared memory, in floats
-constexpr int XS = 0;                       // RPAD x XLD   x's columns of this rank
-constexpr int WSM = XS + RPAD * XLD;        // U1 x XLD     We's
-constexpr int P1 = WSM + U1 * XLD;          // RPAD x U1    layer-1 partial sums (peers read them)
-constexpr int WML = P1 + RPAD * U1;         // 8 x H        Wmu rows 4r.., Wlv rows 4r..
-constexpr int EPS = WML + 2 * LS * H;       // RPAD x LS    the noise at this rank's latent units
-constexpr int Z = EPS + RPAD * LS;          // RPAD x L     z (every rank writes its units)
-constexpr int W1S = Z + RPAD * L;           // K4 x W1LD    W1 rows 64 k..
-constexpr int DS = W1S + K4 * W1LD;         // RPAD x DLD   d at units 64 k..
-constexpr int W2S = DS + RPAD * DLD;        // PXS x DLD    W2 at this rank's pixels and units
-constexpr int P4 = W2S + PXS * DLD;         // RPAD x PXS   partial logits (peers read them)
-constexpr int XB = P4 + RPAD * PXS;         // XBR x PXS    x at the rows and pixels this rank finishes
-constexpr int FLAG = XB + XBR * PXS;
-constexpr size_t BYTES = (FLAG + 4) * sizeof(float);
-static_assert(4 * KQ + 4 * (KQ - 1) == D / 4 && (CG - 1) * U1 < H && H - (CG - 1) * U1 <= U1, "layer 1's split");
-static_assert((CG - 1) * PXG < D && D - (CG - 1) * PXG > PXS && D - (CG - 1) * PXG <= PXG, "layer 4's split");
-static_assert(T4 <= TPB && T1 <= 2 * TPB && LS * RMAX <= TPB && (RMAX + CL - 1) / CL <= 6, "one pass each");
-static_assert(XS % 4 == 0 && WSM % 4 == 0 && WML % 4 == 0 && Z % 4 == 0 && W1S % 4 == 0 && DS % 4 == 0 &&
-              W2S % 4 == 0 && XB % 4 == 0 && (PXG * 4) % 16 == 0, "cp.async and float4 alignment");
-static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
-}  // namespace gk
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
-}
-__device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
-
-__global__ void __launch_bounds__(gk::TPB, 1)
-vae_elbo_kernel_grid(const float* __restrict__ x,
-                     const float* __restrict__ We, const float* __restrict__ be,
-                     const float* __restrict__ Wmu, const float* __restrict__ bmu,
-                     const float* __restrict__ Wlv, const float* __restrict__ blv,
-                     const float* __restrict__ W1, const float* __restrict__ b1,
-                     const float* __restrict__ W2, const float* __restrict__ b2,
-                     float* __restrict__ out, int B, Noise noise, float* __restrict__ ws) {
-  using namespace gk;
-  extern __shared__ __align__(16) float sm[];
-  cg::cluster_group cluster = cg::this_cluster();
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int rank = (int)cluster.block_rank();
-  const int c = blockIdx.x / CL, g = c / CG, q = c % CG;
-  const int rpg = (B + RG - 1) / RG;
-  const int row0 = g * rpg, nr = max(0, min(rpg, B - row0));   // this row group's rows
-  float* hbuf = ws;                                    // B x H
-  float* rp = hbuf + (size_t)B * H;                    // B x PXGROUPS recon partial sums
-  float* klp = rp + (size_t)B * PXGROUPS;              // B x CL KL partial sums
-  unsigned int* cnt = reinterpret_cast<unsigned int*>(klp + (size_t)B * CL);   // RG arrival counters
-  const int u0 = q * U1, nu = min(U1, H - u0);                              // layer 1's units
-  const int kq0 = rank * (KQ - 1) + min(rank, 4), nkq = rank < 4 ? KQ : KQ - 1;   // and float4 columns
-  const int ps = rank >> 2, kk = rank & 3;                                  // layer 4's pixels and units
-  const int px0 = q * PXG + ps * PXS, npx = min(PXS, D - px0);
-  float* xs = sm + XS;
-  float* wsm = sm + WSM;
-  float* p1 = sm + P1;
-  float* wml = sm + WML;
-  float* eps_s = sm + EPS;
-  float* zs = sm + Z;
-  float* w1s = sm + W1S;
-  float* ds = sm + DS;
-  float* w2s = sm + W2S;
-  float* p4 = sm + P4;
-  float* xb = sm + XB;
-#ifdef VAE_PROFILE
-  long long prof[13];
-#endif
-  PROF(0);
-
-  // Copies: group 0 layer 1's slices, group 1 everything the later layers read.
-  for (int i = tid; i < nr * nkq; i += TPB) {
-    const int r = i / nkq, f = i - r * nkq;
-    cp_async16(smem_u32(xs + r * XLD + 4 * f), x + (size_t)(row0 + r) * D + 4 * (kq0 + f), true);
-  }
-  for (int i = tid; i < nu * nkq; i += TPB) {
-    const int u = i / nkq, f = i - u * nkq;
-    cp_async16(smem_u32(wsm + u * XLD + 4 * f), We + (size_t)(u0 + u) * D + 4 * (kq0 + f), true);
-  }
-  cp_async_commit();
-  for (int i = tid; i < 2 * LS * (H / 4); i += TPB) {
-    const int o = i / (H / 4), f = i % (H / 4);
-    const float* src = o < LS ? Wmu + (size_t)(LS * rank + o) * H : Wlv + (size_t)(LS * rank + o - LS) * H;
-    cp_async16(smem_u32(wml + o * H + 4 * f), src + 4 * f, true);
-  }
-  for (int i = tid; i < K4 * (L / 4); i += TPB) {
-    const int u = i / (L / 4), f = i % (L / 4);
-    cp_async16(smem_u32(w1s + u * W1LD + 4 * f), W1 + (size_t)(K4 * kk + u) * L + 4 * f, true);
-  }
-  for (int i = tid; i < npx * (K4 / 4); i += TPB) {
-    const int p = i / (K4 / 4), f = i % (K4 / 4);
-    cp_async16(smem_u32(w2s + p * DLD + 4 * f), W2 + (size_t)(px0 + p) * H + K4 * kk + 4 * f, true);
-  }
-  for (int i = tid; i < XBR * (PXS / 4); i += TPB) {
-    const int m = i / (PXS / 4), f = i % (PXS / 4), r = kk + 4 * m;
-    if (r < nr && 4 * f < npx) cp_async16(smem_u32(xb + m * PXS + 4 * f), x + (size_t)(row0 + r) * D + px0 + 4 * f, true);
-  }
-  cp_async_commit();
-  if (blockIdx.x == 0 && tid < RG) cnt[tid] = 0u;   // every arrival comes after the grid sync
-  if (tid < nr * LS) {   // the noise at this rank's latent units, while the copies land
-    const NoiseDraw nd = noise_source(noise);
-    const int r = tid / LS, j = tid % LS;
-    eps_s[r * LS + j] = nd((uint64_t)(row0 + r) * L + LS * rank + j);
-  }
-  cp_async_wait<1>();
-  __syncthreads();
-  PROF(1);
-
-  // Layer 1: partial sums over this rank's columns, tiles of 4 rows x units (up, up + 26).
-#pragma unroll 1
-  for (int t = tid; t < T1; t += TPB) {
-    const int rq = t / (U1 / 2), up = t % (U1 / 2);
-    const float* xr = xs + 4 * rq * XLD;
-    const float* wa = wsm + up * XLD;
-    const float* wb = wsm + (up + U1 / 2) * XLD;
-    float a[4][2] = {};
-#pragma unroll 5
-    for (int f = 0; f < nkq; ++f) {
-      const float4 va = ld4(wa + 4 * f), vb = ld4(wb + 4 * f);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float4 xv = ld4(xr + i * XLD + 4 * f);
-        a[i][0] = fmaf(xv.x, va.x, a[i][0]); a[i][0] = fmaf(xv.y, va.y, a[i][0]);
-        a[i][0] = fmaf(xv.z, va.z, a[i][0]); a[i][0] = fmaf(xv.w, va.w, a[i][0]);
-        a[i][1] = fmaf(xv.x, vb.x, a[i][1]); a[i][1] = fmaf(xv.y, vb.y, a[i][1]);
-        a[i][1] = fmaf(xv.z, vb.z, a[i][1]); a[i][1] = fmaf(xv.w, vb.w, a[i][1]);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      p1[(4 * rq + i) * U1 + up] = a[i][0];
-      p1[(4 * rq + i) * U1 + up + U1 / 2] = a[i][1];
-    }
-  }
-  PROF(2);
-  cluster.sync();   // the partial sums, cluster-wide
-  PROF(3);
-  {
-    const int mine = nr > rank ? (nr - rank + CL - 1) / CL : 0;   // rows rank, rank + 8, ...
-    for (int i = tid; i < mine * nu; i += TPB) {
-      const int m = i / nu, u = i - m * nu, r = rank + CL * m;
-      float s = 0.f;
-#pragma unroll
-      for (int src = 0; src < CL; ++src) s += cluster.map_shared_rank(p1, src)[r * U1 + u];
-      hbuf[(size_t)(row0 + r) * H + u0 + u] = fmaxf(s + __ldg(be + u0 + u), 0.f);
-    }
-  }
-  PROF(4);
-  cp_async_wait<0>();
-  cg::this_grid().sync();   // h complete; every block's copies landed
-
-  PROF(5);
-  // Layer 2: warp w takes rows w, w + 8, ...; lane l the columns [8 l, +8) of the 8 weight rows.
-  {
-    float w[2 * LS][8];
-#pragma unroll
-    for (int o = 0; o < 2 * LS; ++o) {
-      const float4 lo = ld4(wml + o * H + 8 * lane), hi = ld4(wml + o * H + 8 * lane + 4);
-      w[o][0] = lo.x; w[o][1] = lo.y; w[o][2] = lo.z; w[o][3] = lo.w;
-      w[o][4] = hi.x; w[o][5] = hi.y; w[o][6] = hi.z; w[o][7] = hi.w;
-    }
-    const int j = (lane >> 2) & (LS - 1);   // after the reduce-scatter lane l holds entry l / 4
-    const float bias = __ldg(lane < 16 ? bmu + LS * rank + j : blv + LS * rank + j);
-    constexpr int RW = (RMAX + WPB - 1) / WPB;   // rows per warp, at most 6
-    float4 hv[RW][2];
-#pragma unroll
-    for (int m = 0; m < RW; ++m) {
-      const int r = warp + WPB * m;
-      if (r < nr) {
-        const float* hr = hbuf + (size_t)(row0 + r) * H + 8 * lane;
-        hv[m][0] = __ldcg(reinterpret_cast<const float4*>(hr));
-        hv[m][1] = __ldcg(reinterpret_cast<const float4*>(hr + 4));
-      }
-    }
-#pragma unroll
-    for (int m = 0; m < RW; ++m) {
-      const int r = warp + WPB * m;
-      if (r >= nr) break;   // warp-uniform
-      const float hk[8] = {hv[m][0].x, hv[m][0].y, hv[m][0].z, hv[m][0].w, hv[m][1].x, hv[m][1].y, hv[m][1].z, hv[m][1].w};
-      float v[2 * LS];
-#pragma unroll
-      for (int o = 0; o < 2 * LS; ++o) {
-        float s = 0.f;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) s = fmaf(hk[k], w[o][k], s);
-        v[o] = s;
-      }
-      warp_reduce_scatter<2 * LS>(v, lane);
-      const float val = v[0] + bias;
-      const float lv = __shfl_xor_sync(0xffffffffu, val, 16);
-      if (lane < 16) {
-        const float z = reparam_z(val, lv, eps_s[r * LS + j]);
-        const int d = lane & 3;   // the 4 lanes of unit j write it into ranks d and d + 4
-        cluster.map_shared_rank(zs, d)[r * L + LS * rank + j] = z;
-        cluster.map_shared_rank(zs, d + 4)[r * L + LS * rank + j] = z;
-        float kt = kl_term(val, lv);
-        kt += __shfl_xor_sync(0x0000ffffu, kt, 4);
-        kt += __shfl_xor_sync(0x0000ffffu, kt, 8);
-        if (q == 0 && lane == 0) klp[(size_t)(row0 + r) * CL + rank] = kt;
-      }
-    }
-  }
-  PROF(6);
-  cluster.sync();   // z, cluster-wide
-  PROF(7);
-
-  // Layer 3: thread (unit u, row set rs): rows rs, rs + 4, ... (all 44: rows past the group's unused).
-  {
-    const int u = tid & (K4 - 1), rs = tid / K4;
-    float w[L];
-#pragma unroll
-    for (int f = 0; f < L / 4; ++f) {
-      const float4 v = ld4(w1s + u * W1LD + 4 * f);
-      w[4 * f] = v.x; w[4 * f + 1] = v.y; w[4 * f + 2] = v.z; w[4 * f + 3] = v.w;
-    }
-    const float bias = __ldg(b1 + K4 * kk + u);
-#pragma unroll
-    for (int m0 = 0; m0 < XBR; m0 += 4) {   // 4 rows at a time: independent chains
-      float a[4] = {};
-#pragma unroll
-      for (int f = 0; f < L / 4; ++f) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          if (m0 + i < XBR) {
-            const float4 zv = ld4(zs + (rs + 4 * (m0 + i)) * L + 4 * f);
-            a[i] = fmaf(zv.x, w[4 * f], a[i]); a[i] = fmaf(zv.y, w[4 * f + 1], a[i]);
-            a[i] = fmaf(zv.z, w[4 * f + 2], a[i]); a[i] = fmaf(zv.w, w[4 * f + 3], a[i]);
-          }
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        if (m0 + i < XBR) ds[(rs + 4 * (m0 + i)) * DLD + u] = fmaxf(a[i] + bias, 0.f);
-    }
-  }
-  __syncthreads();
-  PROF(8);
-
-  // Layer 4: tiles of 4 rows x pixels (pq, pq + 20, pq + 40, pq + 60) over this rank's 64 units.
-  if (tid < T4) {
-    const int rq = tid / (PXS / 4), pq = tid % (PXS / 4);
-    float a[4][4] = {};
-#pragma unroll 4
-    for (int f = 0; f < K4 / 4; ++f) {
-      float4 wv[4];
-#pragma unroll
-      for (int cc = 0; cc < 4; ++cc) wv[cc] = ld4(w2s + (pq + (PXS / 4) * cc) * DLD + 4 * f);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float4 dv = ld4(ds + (4 * rq + i) * DLD + 4 * f);
-#pragma unroll
-        for (int cc = 0; cc < 4; ++cc) {
-          a[i][cc] = fmaf(dv.x, wv[cc].x, a[i][cc]); a[i][cc] = fmaf(dv.y, wv[cc].y, a[i][cc]);
-          a[i][cc] = fmaf(dv.z, wv[cc].z, a[i][cc]); a[i][cc] = fmaf(dv.w, wv[cc].w, a[i][cc]);
-        }
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int cc = 0; cc < 4; ++cc) p4[(4 * rq + i) * PXS + pq + (PXS / 4) * cc] = a[i][cc];
-  }
-  PROF(9);
-  cluster.sync();   // the partial logits, cluster-wide
-  PROF(10);
-
-  // The logits of rows kk, kk + 4, ... (warp w: the w-th and (w + 8)-th of them), their BCE and sums.
-  for (int m = warp; m < XBR; m += WPB) {
-    const int r = kk + 4 * m;
-    if (r >= nr) break;   // warp-uniform; later m only larger
-    float acc[1] = {0.f};
-    for (int j = lane; j < npx; j += 32) {
-      float s = 0.f;
-#pragma unroll
-      for (int src = 0; src < 4; ++src) s += cluster.map_shared_rank(p4, 4 * ps + src)[r * PXS + j];
-      acc[0] += bce_term(s + __ldg(b2 + px0 + j), xb[m * PXS + j]);
-    }
-    warp_reduce_scatter<1>(acc, lane);
-    if (lane == 0) rp[(size_t)(row0 + r) * PXGROUPS + 2 * q + ps] = acc[0];
-  }
-  PROF(11);
-  cluster_arrive();   // done reading the peers' partial logits
-  __threadfence();
-  __syncthreads();
-  unsigned int* last = reinterpret_cast<unsigned int*>(sm + FLAG);
-  if (tid == 0) *last = atomicAdd(cnt + g, 1u) == CG * CL - 1;
-  __syncthreads();
-  if (*last) {   // the row group's last block: every partial sum is in
-    __threadfence();
-    for (int r = tid; r < nr; r += TPB) {
-      const size_t row = (size_t)(row0 + r);
-      float recon = 0.f, kl = 0.f;
-#pragma unroll
-      for (int i = 0; i < PXGROUPS; ++i) recon += __ldcg(rp + row * PXGROUPS + i);
-#pragma unroll
-      for (int i = 0; i < CL; ++i) kl += __ldcg(klp + row * CL + i);
-      store_row(out, B, (int)row, recon, -0.5f * kl);
-    }
-  }
-  PROF(12);
-#ifdef VAE_PROFILE
-  if (tid == 0 && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1))
-    printf("prof grid B=%d block %d: copies + noise %lld, layer1 %lld, cluster sync %lld, h sums %lld, grid sync %lld, "
-           "layer2 %lld, z sync %lld, layer3 %lld, layer4 %lld, cluster sync %lld, logit sums + bce %lld, "
-           "count + outputs %lld; total %lld cycles\n", B, (int)blockIdx.x, prof[1] - prof[0], prof[2] - prof[1],
-           prof[3] - prof[2], prof[4] - prof[3], prof[5] - prof[4], prof[6] - prof[5], prof[7] - prof[6],
-           prof[8] - prof[7], prof[9] - prof[8], prof[10] - prof[9], prof[11] - prof[10], prof[12] - prof[11],
-           prof[12] - prof[0]);
-#endif
-  cluster_wait();   // no block leaves while a peer may still read its shared memory
-}
-
-// ---------------------------------------------------------------------------
 // Host side
 // ---------------------------------------------------------------------------
 #ifndef VAE_EPS_INPUT
@@ -2883,14 +2568,10 @@ static Params check_inputs(const at::Tensor& x, const at::Tensor& We, const at::
   check_param(W2, "decoder[2].weight", D, H, dev);
   check_param(b2, "decoder[2].bias", D, -1, dev);
   TORCH_CHECK(rows_per_tile == 0 || rows_per_tile == 8 || rows_per_tile == 9 || rows_per_tile == 16 ||
-              rows_per_tile == 32 || rows_per_tile == 43 || rows_per_tile == 64 || rows_per_tile == 128 || rows_per_tile == 129 ||
+              rows_per_tile == 32 || rows_per_tile == 64 || rows_per_tile == 128 || rows_per_tile == 129 ||
               rows_per_tile == 130 || rows_per_tile == 131 || rows_per_tile == 132 || rows_per_tile == 136,
               "vae_forward: rows_per_tile must be 0 (auto), 8, 9 or 16 (cluster kernel), 32 or 64 (block-tile kernel), "
-              "43 (grid kernel, B <= 129), "
               "128 (tensor-core kernel, clusters of 1 to 4 or 8 blocks by B) or 128 + C (clusters of C = 1 to 4, or 8)");
-  const int64_t grid_rows = 43, grid_max_b = 129;   // gk::RMAX, gk::MAX_B as plain values for the message
-  TORCH_CHECK(rows_per_tile != grid_rows || x.size(0) <= grid_max_b, "vae_forward: rows_per_tile 43 (grid kernel) "
-              "takes B <= 129, got B = ", x.size(0));
   return {{We.data_ptr<float>(), be.data_ptr<float>(), Wmu.data_ptr<float>(), bmu.data_ptr<float>(),
            Wlv.data_ptr<float>(), blv.data_ptr<float>(), W1.data_ptr<float>(), b1.data_ptr<float>(),
            W2.data_ptr<float>(), b2.data_ptr<float>()}};
@@ -3004,52 +2685,6 @@ static void launch_wg(const float* xp, const Params& w, float* op, int B, const 
                                     w.p[5], w.p[6], w.p[7], w.p[8], w.p[9], op, B, noise, ws.data_ptr<uint8_t>()));
 }
 
-// The grid kernel's launch: 120 blocks in clusters of 8, cooperative for the launch itself (one grid
-// sync), not for the occupancy query.
-struct GridLaunch {
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[2];
-  GridLaunch(bool cooperative, cudaStream_t stream) {
-    cfg.gridDim = dim3(gk::BLOCKS);
-    cfg.blockDim = dim3(gk::TPB);
-    cfg.dynamicSmemBytes = gk::BYTES;
-    cfg.stream = stream;
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = gk::CL;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeCooperative;
-    attr[1].val.cooperative = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = cooperative ? 2 : 1;
-  }
-};
-
-// The grid kernel's shared-memory limit, set once per device, and how many of its clusters of 8 run
-// at once (one block per SM), asked once per device: it needs all 15 (the H200 runs 15).
-static int grid_max_clusters(c10::DeviceIndex dev) {
-  static int cached[64];
-  if (!cached[dev]) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(vae_elbo_kernel_grid, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)gk::BYTES));
-    GridLaunch gl(false, nullptr);
-    int n = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, vae_elbo_kernel_grid, &gl.cfg));
-    cached[dev] = n > 0 ? n : -1;
-  }
-  return cached[dev];
-}
-
-// The workspace holds h, the recon and KL partial sums and the row groups' arrival counters
-// (B x 274 floats + 4).
-static void launch_grid(const float* xp, const Params& w, float* op, int B, const Noise& noise,
-                        const at::Tensor& x, cudaStream_t stream) {
-  at::Tensor ws = at::empty({(int64_t)B * (H + gk::PXGROUPS + gk::CL) + 4}, x.options());
-  GridLaunch gl(true, stream);
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&gl.cfg, vae_elbo_kernel_grid, xp, w.p[0], w.p[1], w.p[2], w.p[3], w.p[4],
-                                    w.p[5], w.p[6], w.p[7], w.p[8], w.p[9], op, B, noise, ws.data_ptr<float>()));
-}
-
 // One forward into out (3, B): picks the kernel by B (or rows_per_tile) and launches it on the
 // current stream. x is contiguous and 16-byte aligned, B >= 1, the caller holds a device guard.
 static void launch_forward(const at::Tensor& x, const Params& w, const Noise& noise, at::Tensor& out,
@@ -3078,14 +2713,6 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
                     xp, w, op, Bi, noise, stream, dv); break;
     case 64: launch(vae_elbo_kernel_tile<64>, TileSmem<64>::BYTES, (int)((B + 63) / 64), TT, conf64,
                     xp, w, op, Bi, noise, stream, dv); break;
-    case gk::RMAX: {
-      static_assert(gk::RMAX == 43 && gk::MAX_B == 129, "check_inputs' grid-kernel check");
-      const int n = grid_max_clusters(dv);
-      TORCH_CHECK(n >= 15, "vae_forward: rows_per_tile 43 (grid kernel) needs 15 clusters of 8 blocks running "
-                  "at once; this GPU runs ", n);
-      launch_grid(xp, w, op, Bi, noise, x, stream);
-      break;
-    }
     default: {   // the tensor-core kernel: 128 + C forces clusters of C, 128 the largest C whose
       // clusters all fit at once (on the H200: up to 15 tiles x 8 blocks (B = 1920); up to B = 2304, 18
       // tiles x 4; B = 4096, 32 tiles x 3, fewer than 32 clusters of 4 fit; B = 8192, 64 tiles x 2; then 1)

@@ -83,7 +83,7 @@ def models(module):
     return ref, new
 
 
-def check(module, rows: list) -> str:
+def check(module, rows: list, sizes=CHECK_SIZES) -> str:
     """Max |diff| to eager (elbo, recon, kl) and error / eager's error against float64, per rows_per_tile
     and B (a rows_per_tile the variant rejects is named so)."""
     from kernel_dev import error_line
@@ -93,12 +93,13 @@ def check(module, rows: list) -> str:
             return error_line(ref, new, module._ext, B, r)
         except RuntimeError as e:
             return f"B={B} rejected ({str(e).splitlines()[0][:80]})"
-    return " | ".join(f"rows {r}: " + "; ".join(one(B, r) for B in CHECK_SIZES) for r in rows)
+    return " | ".join(f"rows {r}: " + "; ".join(one(B, r) for B in sizes) for r in rows)
 
 
 def child(args, spec: str, what: str, timeout_s: int):
     """Run this tool on one variant in its own process; (ok, last line of its output)."""
-    cmd = [sys.executable, os.path.abspath(__file__), f"--{what}", "--rows", args.rows, spec]
+    cmd = [sys.executable, os.path.abspath(__file__), f"--{what}", "--rows", args.rows,
+           "--check-sizes", args.check_sizes, spec]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
     except subprocess.TimeoutExpired:
@@ -114,6 +115,8 @@ def main():
     ap.add_argument("--rows", default="128", help="rows_per_tile passed to forward, comma list: a column per "
                     "variant and value (0: automatic)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--check-sizes", default=",".join(map(str, CHECK_SIZES)),
+                    help="batch sizes each variant is checked at against eager before timing (comma list)")
     ap.add_argument("--no-eager", action="store_true", help="leave out the eager-in-a-CUDA-graph column")
     ap.add_argument("--save", action="store_true", help="only write the @REV sources under build/ab (no GPU needed)")
     ap.add_argument("--build", action="store_true", help=argparse.SUPPRESS)   # one variant, in a child
@@ -129,7 +132,8 @@ def main():
     if args.build or args.check:
         name, source, flags = specs[0]
         module = load(name, source_path(source), flags)
-        print(check(module, [int(r) for r in args.rows.split(",")]) if args.check else f"built {name}")
+        print(check(module, [int(r) for r in args.rows.split(",")], [int(b) for b in args.check_sizes.split(",")])
+              if args.check else f"built {name}")
         return
     import concurrent.futures as cf
     with cf.ThreadPoolExecutor(len(specs)) as pool:   # nvcc runs in parallel, one process per variant
@@ -169,7 +173,7 @@ def main():
             for name, net in nets:
                 try:
                     samples[name].append(graph_us(lambda: net(x)))
-                except RuntimeError:   # this rows_per_tile rejects this B (the grid kernel past 129 rows)
+                except RuntimeError:   # this rows_per_tile rejects this B (a variant with other limits)
                     samples[name].append(float("nan"))
         med = {name: statistics.median(samples[name]) for name, _ in nets}
         ratios = "" if args.no_eager else "   x eager graph: " + " ".join(

@@ -69,7 +69,7 @@ def main():
     # each case's lines come before its "cold" / "warm" marker: keep the warm launch's
     kept, block = [], []
     for ln in (r.stdout + r.stderr).splitlines():
-        if ln.startswith("prof "):   # "prof wg ...", "prof grid ..."
+        if ln.startswith("prof "):   # "prof wg ...", "prof B=..." (the cluster kernel)
             block.append(ln)
         elif ln.startswith("case"):
             if not ln.endswith("cold launch above"):
