@@ -22,7 +22,8 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
   block 1/8 of every layer's output units; slices travel between the blocks' shared memory
   by st.async on mbarriers. R = 8 or 9 while the batch fits one wave of clusters, else 16.
   Its last layer (h2 W2^T, the block's 98 pixels) runs on the tensor cores: mma.sync TF32,
-  3xTF32 split (the helpers between the `tf32 helpers` markers); the other layers are FFMA.
+  3xTF32 split (the helpers between the `tf32 helpers` markers); the other layers are FFMA; the BCE
+  from the logits on the SFU (bce_term_sp).
 - vae_elbo_kernel_tile<BM> (BM = 32, 64; by rows_per_tile only): one block owns BM rows end to end,
   the two big layers as register-tiled SGEMMs streamed through shared memory.
 - vae_elbo_kernel_wg<C> (rows_per_tile 128, or 128 + C; B from 481 on the H200): persistent and cooperative,
@@ -120,11 +121,9 @@ struct Smem {
   static constexpr int PART = KL + R * L;             // DEC_KG x R x PART_LD  partial logits per k-group
   static constexpr int RECON = PART + DEC_KG * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
   static constexpr int B2 = RECON + CLUSTER * R;      // D_SLICE  this block's slice of b2
-#ifdef VAE_CK_W1_SMEM   // dev: W1 by cp.async at entry, rows padded to W1S floats (conflict-free LDS.128)
-  static constexpr bool W1_SMEM = R <= 9;             // (R = 16 has no room)
-#else
-  static constexpr bool W1_SMEM = false;
-#endif
+  // W1 by cp.async after the encoder into rows of W1S floats (LDS.128 conflict-free) where it fits:
+  // R = 8, 9 (R = 16 reads it from L2 into registers)
+  static constexpr bool W1_SMEM = R <= 9;
   static constexpr int W1S = L + 4;
   static constexpr int W1 = (B2 + D_SLICE + 3) / 4 * 4;   // H x W1S  decoder hidden weights (W1_SMEM)
   static constexpr int BARS = (W1 + (W1_SMEM ? H * W1S : 0) + 1) / 2 * 2;   // 5 mbarriers, 8-byte aligned
@@ -599,14 +598,15 @@ __device__ __forceinline__ void mulv_rows(float* smem, const float4 (&w)[(H / 4 
 // Dot products run on chunks of 8 rows, then the R % 8 rows left.
 //   0  mbarriers; bulk copy of the x tile; We rows to registers
 //   1  encoder: warp w -> units 32 rank + 4w + [0,4), lanes split K=784; h slice -> own HID,
-//      then pushed to the other 7 blocks
-//   2  mu/logvar: warp w -> one unit (w < 4: mu), lanes split K=256; threads t < 4R: noise, z,
-//      KL term; z pushed to every block, KL terms to rank 0
+//      then pushed to the other 7 blocks; W2's rows (and at R <= 9 W1) copied into smem; threads
+//      t < 4R draw their noise value while the peers' slices arrive
+//   2  mu/logvar: warp w -> one unit (w < 4: mu), lanes split K=256; threads t < 4R: z, KL term;
+//      z pushed to every block, KL terms to rank 0
 //   3  decoder hidden, all 256 units for the R rows in every block: thread t -> unit t
 //   4  decoder output logits on the tensor cores (3xTF32 mma.sync): warp w -> k-group w % 4 of
 //      tiles [7 (w / 4), +7); partial logits per k-group to smem (W2's rows were bulk-copied
 //      into padded smem rows after phase 1)
-//   5  logits summed, sigmoid + BCE per element; per-row sums of the slice pushed to rank 0;
+//   5  logits summed, BCE per element from the logit (bce_term_sp); per-row sums of the slice pushed to rank 0;
 //      rank 0 sums in fixed order, writes the outputs.
 // ---------------------------------------------------------------------------
 template <int R>
@@ -645,27 +645,14 @@ vae_elbo_kernel(const float* __restrict__ x,
     bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
   }
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
-  if constexpr (S::W1_SMEM) {   // W1 (H x L) into rows of W1S floats, float4 e = tid + THREADS k (coalesced)
-#pragma unroll
-    for (int k = 0; k < H * L / 4 / THREADS; ++k) {
-      const int e = tid + THREADS * k, u = e / (L / 4), c = e % (L / 4);
-      cp_async16(smem_u32(smem + S::W1 + u * S::W1S + 4 * c), W1 + (size_t)u * L + 4 * c, true);
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  }
   for (int i = rows * D + tid; i < R * D; i += THREADS) smem[S::X + i] = 0.f;   // rows past B
 
   // ---- phase 1: encoder, h = relu(x We^T + be)
   const int unit0 = rank * H_SLICE + warp * ENC_U;
-  float eps_pre = 0.f;   // VAE_CK_EARLY_NOISE (dev): thread t < 4R's noise, drawn while We and x load
   {
     float4 w[(D / 4 + 31) / 32][ENC_U];
 #ifndef VAE_SKIP_ENC
     load_rows<ENC_U, D>(We, unit0, ENC_U, lane, w);
-#endif
-#ifdef VAE_CK_EARLY_NOISE
-    if (tid < R * L_SLICE && tid / L_SLICE < rows)
-      eps_pre = noise_source(noise)((uint64_t)(row0 + tid / L_SLICE) * L + rank * L_SLICE + tid % L_SLICE);
 #endif
     mbar_wait(&bars[BAR_X], 0);
     __syncthreads();   // zero-filled rows visible
@@ -681,6 +668,15 @@ vae_elbo_kernel(const float* __restrict__ x,
     if (lane < (D_SLICE + WARPS - 1) / WARPS && p < D_SLICE)
       bulk_copy(smem + S::W2 + p * HS, W2 + ((size_t)rank * D_SLICE + p) * H, (uint32_t)(H * sizeof(float)),
                 &bars[BAR_W2]);
+  }
+  if constexpr (S::W1_SMEM) {   // W1 (H x L), float4 e = tid + THREADS k (coalesced reads), for phase 3;
+    // issued here, not at the start, where they delayed the x tile by ~2.5 K cycles
+#pragma unroll
+    for (int k = 0; k < H * L / 4 / THREADS; ++k) {
+      const int e = tid + THREADS * k, u = e / (L / 4), c = e % (L / 4);
+      cp_async16(smem_u32(smem + S::W1 + u * S::W1S + 4 * c), W1 + (size_t)u * L + 4 * c, true);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
   }
   // prefetch phase 2 weights: warp w -> unit j2 of mu (w < 4) or logvar
   const int j2 = rank * L_SLICE + warp % L_SLICE;
@@ -700,6 +696,10 @@ vae_elbo_kernel(const float* __restrict__ x,
                cluster_addr(&bars[BAR_HID], dst));
     }
   }
+  // thread t < 4R's noise, drawn while the peers' h slices arrive (in phase 2 it was on the path; at
+  // the start, while x and We load, it made the encoder ~1 µs later)
+  const float eps = tid < R * L_SLICE && tid / L_SLICE < rows
+      ? noise_source(noise)((uint64_t)(row0 + tid / L_SLICE) * L + rank * L_SLICE + tid % L_SLICE) : 0.f;
   mbar_wait_cluster(&bars[BAR_HID], 0);
   PROF(3);
 
@@ -712,11 +712,6 @@ vae_elbo_kernel(const float* __restrict__ x,
     const int r = tid / L_SLICE, jj = tid % L_SLICE, j = rank * L_SLICE + jj;
     const float mu = smem[S::MULV + r * MULV_U + jj];
     const float lv = smem[S::MULV + r * MULV_U + L_SLICE + jj];
-#ifdef VAE_CK_EARLY_NOISE
-    const float eps = eps_pre;
-#else
-    const float eps = r < rows ? noise_source(noise)((uint64_t)(row0 + r) * L + j) : 0.f;
-#endif
     const float z = reparam_z(mu, lv, eps);
     const float klt = kl_term(mu, lv);
     smem[S::Z + r * L + j] = z;
@@ -772,7 +767,7 @@ vae_elbo_kernel(const float* __restrict__ x,
   PROF(7);
 
   // ---- phase 5: thread -> (row, pixel) elements: logit = k-groups summed in fixed order + b2,
-  // sigmoid + BCE term (into PART[0], same element); then per-row sums of this block's 98 terms
+  // BCE term from the logit (into PART[0], same element); then per-row sums of this block's 98 terms
   // (warp w -> rows w, w+8, ...) pushed to rank 0
   // (only rows < B: the sums of rows past B are dropped at the output)
 #pragma unroll 2
@@ -780,11 +775,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     const int r = e / D_SLICE, p = e % D_SLICE;
     float* part = smem + S::PART + r * PART_LD + p;
     const float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
-#ifdef VAE_CK_BCE_SP   // dev: the SFU form (the wg kernel's)
     part[0] = bce_term_sp(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
-#else
-    part[0] = bce_term(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
-#endif
   }
   __syncthreads();
 #pragma unroll 1
