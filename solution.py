@@ -631,6 +631,9 @@ vae_elbo_kernel(const float* __restrict__ x,
   long long prof[12];
 #endif
   PROF(0);
+#if defined(VAE_CK_STOP) && VAE_CK_STOP == 0   // dev (wrong results): the launch alone
+  if (B > 0) return;
+#endif
 
   // ---- phase 0: mbarriers (each expects its bytes once), x tile (W2 rows: after phase 1)
   if (tid == 0) {
@@ -657,10 +660,22 @@ vae_elbo_kernel(const float* __restrict__ x,
     mbar_wait(&bars[BAR_X], 0);
     __syncthreads();   // zero-filled rows visible
     PROF(1);
+#if defined(VAE_CK_STOP) && VAE_CK_STOP == 1   // dev (wrong results): up to the x tile
+    if (B > 0) return;
+#endif
 #pragma unroll 1
     for (int q = 0; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
     if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
   }
+#if defined(VAE_CK_STOP) && VAE_CK_STOP == 2   // dev (wrong results): up to the encoder (its h read back)
+  __syncthreads();
+  if (tid < rows) {
+    float hs = 0.f;
+    for (int u = 0; u < H_SLICE; ++u) hs += smem[S::HID + tid * H + rank * H_SLICE + u];
+    out[row0 + tid] = hs;
+  }
+  if (B > 0) return;
+#endif
   {  // W2 rows into padded smem rows (stride HS), one bulk copy each, 13 per warp: issued here, where
      // the warps wait for h anyway (at the start they delayed the x tile by ~4 K cycles); they land
      // long before phase 4. BAR_W2 was armed with their bytes at the start.
@@ -702,6 +717,13 @@ vae_elbo_kernel(const float* __restrict__ x,
       ? noise_source(noise)((uint64_t)(row0 + tid / L_SLICE) * L + rank * L_SLICE + tid % L_SLICE) : 0.f;
   mbar_wait_cluster(&bars[BAR_HID], 0);
   PROF(3);
+#if defined(VAE_CK_STOP) && VAE_CK_STOP == 3   // dev (wrong results): up to the h exchange (+ copies, a barrier)
+  mbar_wait(&bars[BAR_W2], 0);
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  if (tid == 0) out[row0] = eps;
+  cluster.sync();
+  if (B > 0) return;
+#endif
 
   // ---- phase 2: mu, logvar, noise, z, KL terms
 #pragma unroll 1
@@ -2583,6 +2605,9 @@ static void launch(Kernel kernel, size_t smem_bytes, int grid, int threads, bool
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes));
     configured[dev] = true;
   }
+#ifdef VAE_CK_TINY_SMEM   // dev, with VAE_CK_STOP=0: the launch with 1 KB of shared memory
+  smem_bytes = threads == THREADS ? 1024 : smem_bytes;
+#endif
   kernel<<<grid, threads, smem_bytes, stream>>>(x, w.p[0], w.p[1], w.p[2], w.p[3], w.p[4], w.p[5], w.p[6],
                                                 w.p[7], w.p[8], w.p[9], out, B, noise);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
