@@ -47,7 +47,8 @@ Noise: drawn in-kernel with torch's Philox layout and the default CUDA generator
 reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an input instead
 (vae_forward_eps, CPP_DECL_EPS: the leaderboard exports of `python -m harness export`).
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE_PROFILE_CHUNKS the wg
-kernel's per-chunk and per-layer split too), VAE_SKIP_ENC, VAE_SKIP_DEC; for vae_elbo_kernel_wg VAE_WG_*
+kernel's per-chunk and per-layer split too), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel
+ended after a phase: GPU time by prefix); for vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain and group counts, pass widths and stages).
 Versions and their measured times: notes/solution.md.
 """
@@ -1586,52 +1587,6 @@ template <int U> __device__ __forceinline__ void w_split(uint8_t* __restrict__ w
   }
   if (lane == 0) reinterpret_cast<float*>(ws + WS_SCALES)[row] = inv;
 }
-#ifdef VAE_WG_SPLIT_CHUNK   // dev: a lane per 16-column chunk of a row, its 64 bytes (hi | lo) by four 16-byte stores
-// (the default: a lane per float4, 4-byte stores; 28 of them a lane for a long row)
-template <int U> __device__ __forceinline__ void w_load_chunks(const WRow& r, int lane, float4 (&w)[U][4]) {
-#pragma unroll
-  for (int i = 0; i < U; ++i) {
-    const int c = lane + 32 * i;
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      w[i][j] = 4 * c < r.k4 ? __ldg(reinterpret_cast<const float4*>(r.src) + 4 * c + j) : make_float4(0.f, 0.f, 0.f, 0.f);
-  }
-}
-template <int U> __device__ __forceinline__ void w_split_chunks(uint8_t* __restrict__ ws, const WRow& r, int row, int lane,
-                                                                const float4 (&w)[U][4]) {
-  using namespace wg;
-  float m = 0.f;
-#pragma unroll
-  for (int i = 0; i < U; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) m = fmaxf(m, abs_max(w[i][j]));
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-#ifdef VAE_PROFILE
-  if (threadIdx.x == 0 && blockIdx.x == 0) wg_prof_split_loaded = clock64();
-#endif
-  float sc, inv;
-  pow2_scale(m, sc, inv);
-#pragma unroll
-  for (int i = 0; i < U; ++i) {
-    const int c = lane + 32 * i;
-    if (4 * c >= r.k4) break;
-    uint8_t* dst = ws + ws_at(r.l, c, 0);
-    uint4 u[4];   // units 0-3 of the row: hi of (x, y), hi of (z, w), lo of (x, y), lo of (z, w), float4 v in word v
-    split16(w[i][0].x * sc, w[i][0].y * sc, u[0].x, u[2].x);
-    split16(w[i][0].z * sc, w[i][0].w * sc, u[1].x, u[3].x);
-    split16(w[i][1].x * sc, w[i][1].y * sc, u[0].y, u[2].y);
-    split16(w[i][1].z * sc, w[i][1].w * sc, u[1].y, u[3].y);
-    split16(w[i][2].x * sc, w[i][2].y * sc, u[0].z, u[2].z);
-    split16(w[i][2].z * sc, w[i][2].w * sc, u[1].z, u[3].z);
-    split16(w[i][3].x * sc, w[i][3].y * sc, u[0].w, u[2].w);
-    split16(w[i][3].z * sc, w[i][3].w * sc, u[1].w, u[3].w);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) *reinterpret_cast<uint4*>(dst + b_unit(r.n, j)) = u[j];
-  }
-  if (lane == 0) reinterpret_cast<float*>(ws + WS_SCALES)[row] = inv;
-}
-#endif
 // The grid's warps: the first WL (H of them where there are twice as many warps) take layer 1's rows
 // (K = 784), one at a time; the others take the rest (K <= 256) three at a time, all three rows'
 // loads in flight at once. So a warp does at most one long row or three short ones (with 64 blocks:
@@ -1643,45 +1598,28 @@ __device__ __forceinline__ void ws_split_weights(uint8_t* __restrict__ ws, const
   const int lane = threadIdx.x & 31, warps = gridDim.x * blockDim.x / 32;
   const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int wl = warps >= 2 * H ? H : warps / 2, wsh = warps - wl;   // warps for long / short rows
-#ifdef VAE_WG_SPLIT_CHUNK
-  constexpr int UL = (D / wg::BK + 31) / 32, US = (H / wg::BK + 31) / 32;   // chunks a lane, long / short rows
-#define VAE_SPLIT_LOAD(r, w) w_load_chunks(r, lane, w)
-#define VAE_SPLIT(r, row, w) w_split_chunks(ws, r, row, lane, w)
-#else
-  constexpr int UL = (D / 4 + 31) / 32, US = (H / 4 + 31) / 32;     // float4 a lane, long / short rows
-#define VAE_SPLIT_LOAD(r, w) w_load(r, lane, w)
-#define VAE_SPLIT(r, row, w) w_split(ws, r, row, lane, w)
-#endif
-#ifdef VAE_WG_SPLIT_CHUNK
-#define VAE_SPLIT_REGS(name, ...) float4 name __VA_ARGS__[4]
-#else
-#define VAE_SPLIT_REGS(name, ...) float4 name __VA_ARGS__
-#endif
   if (warp < wl) {
     for (int row = warp; row < H; row += wl) {
       const WRow r = w_row(SC1 + row, We, Wmu, Wlv, W1, W2);
-      VAE_SPLIT_REGS(w, [UL]);
-      VAE_SPLIT_LOAD(r, w);
-      VAE_SPLIT(r, SC1 + row, w);
+      float4 w[(D / 4 + 31) / 32];
+      w_load(r, lane, w);
+      w_split(ws, r, SC1 + row, lane, w);
     }
     return;
   }
   for (int s0 = warp - wl; s0 < SHORT; s0 += G * wsh) {
     WRow r[G];
-    VAE_SPLIT_REGS(w, [G][US]);
+    float4 w[G][(H / 4 + 31) / 32];
 #pragma unroll
     for (int j = 0; j < G; ++j) {
       const int row = SC2 + min(s0 + j * wsh, SHORT - 1);   // past the end: a repeat, not split
       r[j] = w_row(row, We, Wmu, Wlv, W1, W2);
-      VAE_SPLIT_LOAD(r[j], w[j]);
+      w_load(r[j], lane, w[j]);
     }
 #pragma unroll
     for (int j = 0; j < G; ++j)
-      if (s0 + j * wsh < SHORT) VAE_SPLIT(r[j], SC2 + s0 + j * wsh, w[j]);
+      if (s0 + j * wsh < SHORT) w_split(ws, r[j], SC2 + s0 + j * wsh, lane, w[j]);
   }
-#undef VAE_SPLIT_LOAD
-#undef VAE_SPLIT
-#undef VAE_SPLIT_REGS
 }
 
 // Noise drawn by whole blocks, in runs of 4 consecutive columns of one row (independent chains; rows
@@ -2668,9 +2606,6 @@ static void launch(Kernel kernel, size_t smem_bytes, int grid, int threads, bool
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes));
     configured[dev] = true;
   }
-#ifdef VAE_CK_TINY_SMEM   // dev, with VAE_CK_STOP=0: the launch with 1 KB of shared memory
-  smem_bytes = threads == THREADS ? 1024 : smem_bytes;
-#endif
   kernel<<<grid, threads, smem_bytes, stream>>>(x, w.p[0], w.p[1], w.p[2], w.p[3], w.p[4], w.p[5], w.p[6],
                                                 w.p[7], w.p[8], w.p[9], out, B, noise);
   C10_CUDA_KERNEL_LAUNCH_CHECK();

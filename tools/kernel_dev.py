@@ -207,6 +207,9 @@ def table(rows):
 
 VARIANTS = {"prof": "-DVAE_PROFILE", "skip_enc": "-DVAE_SKIP_ENC", "skip_dec": "-DVAE_SKIP_DEC",
             "skip_both": "-DVAE_SKIP_ENC -DVAE_SKIP_DEC",
+            # the cluster kernel ended after the launch, the x tile, the encoder, the h exchange (wrong results)
+            "ck_stop0": "-DVAE_CK_STOP=0", "ck_stop1": "-DVAE_CK_STOP=1", "ck_stop2": "-DVAE_CK_STOP=2",
+            "ck_stop3": "-DVAE_CK_STOP=3",
             # vae_elbo_kernel_wg: costs by omission (wrong results), chain / group counts
             "wg_base": "", "wg_cheap_epi": "-DVAE_WG_CHEAP_EPI", "wg_no_mma": "-DVAE_WG_NO_MMA",
             "wg_no_load": "-DVAE_WG_NO_LOAD", "wg_no_mma_load": "-DVAE_WG_NO_MMA -DVAE_WG_NO_LOAD",
