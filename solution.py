@@ -49,7 +49,7 @@ reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an inp
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE_PROFILE_CHUNKS the wg
 kernel's per-chunk and per-layer split too), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel
 ended after a phase: GPU time by prefix); for vae_elbo_kernel_wg VAE_WG_*
-(costs by omission, chain and group counts, pass widths and stages).
+(costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
 """
 import hashlib
@@ -1299,11 +1299,6 @@ constexpr int PRODUCER_REGS = VAE_WG_PRODUCER_REGS, CONSUMER_REGS = (168 + (168 
 static_assert(CONSUMER_REGS * CONSUMERS + PRODUCER_REGS * PRODUCERS <= 65536, "the register file");
 constexpr int BK = 16;                    // K per chunk: one 64-byte swizzled row per weight row, FP16
 constexpr int ROWB = BK * 4;              // bytes per weight row in a chunk: 16 hi, then 16 lo
-#ifndef VAE_WG_GROUP
-#define VAE_WG_GROUP 1                    // chunks per fp32 promotion (one wgmma wait per group)
-#endif
-constexpr int GROUP = VAE_WG_GROUP;
-static_assert(GROUP >= 1 && GROUP <= 4, "a group fits the stages");
 #ifndef VAE_WG_PAIR
 #define VAE_WG_PAIR 1                     // dev: chunks per wgmma wait, each into its own accumulator, where
 #endif                                    // a pass has at most VAE_WG_PAIR_MAXACC sums per thread
@@ -1311,7 +1306,7 @@ static_assert(GROUP >= 1 && GROUP <= 4, "a group fits the stages");
 #define VAE_WG_PAIR_MAXACC 32
 #endif
 constexpr int PAIR = VAE_WG_PAIR, PAIR_MAXACC = VAE_WG_PAIR_MAXACC;
-static_assert(PAIR >= 1 && PAIR <= 3 && (PAIR == 1 || GROUP == 1), "a pair fits the stages; not with GROUP");
+static_assert(PAIR >= 1 && PAIR <= 3, "a pair fits the stages");
 #ifndef VAE_WG_CHAINS1
 #define VAE_WG_CHAINS1 2                  // independent accumulator chains per chunk, layer 1 (1, 2, 4)
 #endif
@@ -1367,11 +1362,7 @@ constexpr int NOISE_BYTES = BM * L * 4;   // per block after the workspace: the 
 //            passes pay at C = 2 (4096: 83.9 -> 82.2 µs, 8192: 84.4 -> 82.9); at C = 1 144 + 5 x 128
 //            was slower (16384: 145.4 -> 152.4). Past WROWS rows a layer-4 pass's weights run on into
 //            the stage's x part, which only layer 1 uses.
-#if defined(VAE_WG_N4_OLD)   // dev: C = 2's passes before (112 + 3 x 96 | 4 x 96)
-constexpr int W4 = 96;
-#else
 constexpr int W4 = 128;
-#endif
 #ifndef VAE_WG_N4_C1
 #define VAE_WG_N4_C1 112                  // C = 1's pass width (112: 7 passes; 128: 144 + 5 x 128)
 #endif
@@ -1758,13 +1749,13 @@ __device__ __forceinline__ int acc_col(int i, int q) { return 8 * (i >> 2) + 2 *
 // products; A rows from a_at(st, g, r) as split_frags takes them, split in registers) into a fresh accumulator, wait for them, free
 // the stage, add the chunk into the fp32 sums (the tensor core's own accumulation keeps fewer bits
 // than fp32: 6e-6 against 4e-7 over K = 784 when each chunk is added here, notes/solution.md).
-template <int NACC, int CHAINS, int G, bool SEP, class AAt, class Wait>
+template <int NACC, int CHAINS, int G, class AAt, class Wait>
 __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_t* empty, int c, int r0, int q,
                                          int lane, AAt a_at, float (&sum)[NACC], float (&amax)[2], Wait wait_more) {
   constexpr int SUB = NACC / CHAINS;   // accumulator registers per chain (N / CHAINS columns)
   static_assert(NACC % CHAINS == 0 && SUB % 4 == 0, "whole 8-column groups per chain");
-  // G chunks c .. c + G - 1 under one wgmma wait: into one accumulator before the fp32 add (VAE_WG_GROUP),
-  // or with SEP (VAE_WG_PAIR) each into its own, added in chunk order (the same sums as one by one)
+  // G chunks c .. c + G - 1 under one wgmma wait (VAE_WG_PAIR), each into its own accumulator, added in
+  // chunk order (the same sums as one by one; summed inside the tensor core they lost accuracy)
   uint32_t a[G][2][4];   // [chunk][hi | lo][fragment]
   CPROF(p0);
 #ifdef VAE_PROFILE_CHUNKS
@@ -1786,25 +1777,24 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
   }
   // CHAINS independent accumulators (column blocks): wgmma on one accumulator run one after another,
   // so a single chain of 6 leaves the tensor cores waiting on their latency
-  constexpr int NA = SEP ? G : 1;   // accumulator sets
-  float acc[NA][CHAINS][SUB];
+  float acc[G][CHAINS][SUB];
   CPROF(p2);
   wg_fence();
 #ifdef VAE_WG_NO_MMA   // dev: the loads alone (wrong results)
 #pragma unroll
-  for (int n = 0; n < NA; ++n)
+  for (int n = 0; n < G; ++n)
 #pragma unroll
     for (int h = 0; h < CHAINS; ++h)
 #pragma unroll
       for (int i = 0; i < SUB; ++i) acc[n][h][i] = __uint_as_float(a[n][0][i & 3]);
 #else
 #pragma unroll
-  for (int g = 0; g < G; ++g) ws_mma(stg_s + ((c + g) % wg::NS) * WgSmem::STAGE, a[g], acc[SEP ? g : 0], SEP || g == 0);
+  for (int g = 0; g < G; ++g) ws_mma(stg_s + ((c + g) % wg::NS) * WgSmem::STAGE, a[g], acc[g], true);
 #endif
   wg_commit();
   wg_wait<0>();
 #pragma unroll
-  for (int n = 0; n < NA; ++n)
+  for (int n = 0; n < G; ++n)
 #pragma unroll
     for (int h = 0; h < CHAINS; ++h) keep(acc[n][h]);
   CPROF(p3);
@@ -1816,7 +1806,7 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
   if ((c & 15) != 0) return;
 #endif
 #pragma unroll
-  for (int n = 0; n < NA; ++n) ws_promote(sum, acc[n]);
+  for (int n = 0; n < G; ++n) ws_promote(sum, acc[n]);
 #ifdef VAE_PROFILE_CHUNKS
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     keep(sum);
@@ -1831,24 +1821,23 @@ __device__ __forceinline__ void ws_chunk(uint32_t stg_s, uint64_t* full, uint64_
 #endif
 }
 
-// A pass of PASS chunks from chunk c (advanced past them) into sum, wg::GROUP chunks per fp32
-// promotion (ws_chunk). a_at(st, kc, r): A row r's values (stage st, chunk kc of the pass) as split_frags takes
+// A pass of PASS chunks from chunk c (advanced past them) into sum, one chunk per wgmma wait (wg::PAIR
+// where the pass is narrow enough; ws_chunk). a_at(st, kc, r): A row r's values (stage st, chunk kc of the pass) as split_frags takes
 // them; wait_more(st) after each chunk's `full` wait (layer 1: x's own barrier).
 template <int NACC, int CHAINS, int PASS, class AAt, class Wait>
 __device__ __forceinline__ void ws_run(uint32_t stg_s, uint64_t* full, uint64_t* empty, int& c, int r0, int q,
                                        int lane, AAt a_at, float (&sum)[NACC], float (&amax)[2], Wait wait_more) {
 #pragma unroll
   for (int i = 0; i < NACC; ++i) sum[i] = 0.f;
-  constexpr bool SEP = wg::PAIR > 1 && NACC <= wg::PAIR_MAXACC;   // narrow passes: a wait per PAIR chunks
-  constexpr int GW = SEP ? wg::PAIR : wg::GROUP;
+  constexpr int GW = wg::PAIR > 1 && NACC <= wg::PAIR_MAXACC ? wg::PAIR : 1;   // narrow passes: a wait per PAIR chunks
   constexpr int G = PASS >= GW ? GW : 1;
 #pragma unroll 1
   for (int kc = 0; kc + G <= PASS; kc += G, c += G)
-    ws_chunk<NACC, CHAINS, G, SEP>(stg_s, full, empty, c, r0, q, lane,
+    ws_chunk<NACC, CHAINS, G>(stg_s, full, empty, c, r0, q, lane,
                               [&](int st, int g, int r) { return a_at(st, kc + g, r); }, sum, amax, wait_more);
 #pragma unroll 1
   for (int kc = PASS - PASS % G; kc < PASS; ++kc, ++c)   // the rest one by one
-    ws_chunk<NACC, CHAINS, 1, false>(stg_s, full, empty, c, r0, q, lane,
+    ws_chunk<NACC, CHAINS, 1>(stg_s, full, empty, c, r0, q, lane,
                               [&](int st, int, int r) { return a_at(st, kc, r); }, sum, amax, wait_more);
 }
 
@@ -2673,12 +2662,8 @@ template <int C> static int wg_max_clusters(c10::DeviceIndex dev) {
 template <int C>
 static void launch_wg(const float* xp, const Params& w, float* op, int B, const Noise& noise,
                       const at::Tensor& x, cudaStream_t stream, c10::DeviceIndex dv) {
-  const int tiles = (B + wg::BM - 1) / wg::BM;
-#ifdef VAE_WG_NO_SPARE   // dev: no spare clusters (the grid before)
-  const int grid = std::min(tiles, wg_max_clusters<C>(dv)) * C;
-#else   // every cluster that runs at once: those past the tiles split weights and may draw the noise
+  // every cluster that runs at once: those past the tiles split weights and may draw the noise
   const int grid = wg_max_clusters<C>(dv) * C;
-#endif
   at::Tensor ws = at::empty({(int64_t)wg::WS_BYTES + (int64_t)(grid + grid / C) * wg::NOISE_BYTES},
                             x.options().dtype(at::kByte));
   cudaLaunchConfig_t cfg = {};
@@ -2731,11 +2716,7 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
       // clusters all fit at once (on the H200: up to 15 tiles x 8 blocks (B = 1920); up to B = 2304, 18
       // tiles x 4; B = 4096, 32 tiles x 3, fewer than 32 clusters of 4 fit; B = 8192, 64 tiles x 2; then 1)
       const int64_t tiles = (B + wg::BM - 1) / wg::BM;
-#ifdef VAE_WG_NO_C8   // dev: clusters of 8 only by rows_per_tile 136
-      const bool c8 = false;
-#else
       const bool c8 = tiles <= wg_max_clusters<8>(dv);
-#endif
       const int64_t C = R > 128 ? R - 128 : c8 ? 8 : tiles <= wg_max_clusters<4>(dv) ? 4
                       : tiles <= wg_max_clusters<3>(dv) ? 3 : tiles <= wg_max_clusters<2>(dv) ? 2 : 1;
       if (C == 8) launch_wg<8>(xp, w, op, Bi, noise, x, stream, dv);

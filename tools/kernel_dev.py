@@ -210,12 +210,11 @@ VARIANTS = {"prof": "-DVAE_PROFILE", "skip_enc": "-DVAE_SKIP_ENC", "skip_dec": "
             # the cluster kernel ended after the launch, the x tile, the encoder, the h exchange (wrong results)
             "ck_stop0": "-DVAE_CK_STOP=0", "ck_stop1": "-DVAE_CK_STOP=1", "ck_stop2": "-DVAE_CK_STOP=2",
             "ck_stop3": "-DVAE_CK_STOP=3",
-            # vae_elbo_kernel_wg: costs by omission (wrong results), chain / group counts
+            # vae_elbo_kernel_wg: costs by omission (wrong results), chain counts, chunks per wgmma wait
             "wg_base": "", "wg_cheap_epi": "-DVAE_WG_CHEAP_EPI", "wg_no_mma": "-DVAE_WG_NO_MMA",
             "wg_no_load": "-DVAE_WG_NO_LOAD", "wg_no_mma_load": "-DVAE_WG_NO_MMA -DVAE_WG_NO_LOAD",
             "wg_libm_bce": "-DVAE_WG_LIBM_BCE", "wg_chains1": "-DVAE_WG_CHAINS1=1 -DVAE_WG_CHAINS4=1",
-            "wg_chains4": "-DVAE_WG_CHAINS1=4 -DVAE_WG_CHAINS4=7", "wg_group2": "-DVAE_WG_GROUP=2",
-            "wg_group3": "-DVAE_WG_GROUP=3", "wg_pair2": "-DVAE_WG_PAIR=2",
+            "wg_chains4": "-DVAE_WG_CHAINS1=4 -DVAE_WG_CHAINS4=7", "wg_pair2": "-DVAE_WG_PAIR=2",
             "wg_no_promote": "-DVAE_WG_NO_PROMOTE", "wg_no_exact": "-DVAE_WG_NO_EXACT",
             "wg_no_noise": "-DVAE_WG_NO_NOISE", "wg_no_wsplit": "-DVAE_WG_NO_WSPLIT -DVAE_WG_NO_EXACT",
             "wg_ns5": "-DVAE_WG_NS=5", "wg_kc1_lo26": "-DVAE_WG_KC1_LO=26"}
