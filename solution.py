@@ -124,15 +124,19 @@ struct Smem {
   static constexpr int B2 = RECON + CLUSTER * R;      // D_SLICE  this block's slice of b2
   // W1 by cp.async after the encoder into rows of W1S floats (LDS.128 conflict-free) where it fits:
   // R = 8, 9 (R = 16 reads it from L2 into registers)
+#ifdef VAE_CK_H2X
+  static constexpr bool W1_SMEM = false;   // dev: each block reads only its 32 rows of W1, into registers
+#else
   static constexpr bool W1_SMEM = R <= 9;
+#endif
   static constexpr int W1S = L + 4;
   static constexpr int W1 = (B2 + D_SLICE + 3) / 4 * 4;   // H x W1S  decoder hidden weights (W1_SMEM)
-  static constexpr int BARS = (W1 + (W1_SMEM ? H * W1S : 0) + 1) / 2 * 2;   // 5 mbarriers, 8-byte aligned
-  static constexpr size_t BYTES = BARS * sizeof(float) + 5 * sizeof(uint64_t);
+  static constexpr int BARS = (W1 + (W1_SMEM ? H * W1S : 0) + 1) / 2 * 2;   // 6 mbarriers, 8-byte aligned
+  static constexpr size_t BYTES = BARS * sizeof(float) + 6 * sizeof(uint64_t);
   static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "float4 alignment");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
 };
-enum Bar { BAR_X, BAR_W2, BAR_HID, BAR_Z, BAR_OUT };   // mbarriers, each completes once per forward
+enum Bar { BAR_X, BAR_W2, BAR_HID, BAR_Z, BAR_OUT, BAR_H2 };   // mbarriers, each completes once per forward
 
 // ---------------------------------------------------------------------------
 // Helpers: bulk copy (TMA 1-D) with mbarrier completion, cluster barrier halves
@@ -152,6 +156,13 @@ __device__ __forceinline__ void mbar_fence_init() {
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                :: "r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)) : "memory");
+}
+// Thread 0 only: as bulk_copy, the bytes landing at the same offset in every block of the cluster named
+// in `mask` and counted on each one's mbarrier at `bar`'s offset (their mbarriers must be initialized).
+__device__ __forceinline__ void bulk_copy_multicast(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                                    uint16_t mask) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;"
+               :: "r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)), "h"(mask) : "memory");
 }
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
@@ -224,7 +235,9 @@ __device__ __forceinline__ void cluster_arrive_relaxed() {
 __device__ __forceinline__ void cluster_arrive() {   // this thread's earlier accesses ordered before it
   asm volatile("barrier.cluster.arrive.aligned;" ::: "memory");
 }
-#ifdef VAE_PROFILE   // dev builds only: per-phase SM clock of block 0 and the last block
+#if defined(VAE_TIMELINE)   // dev builds only: every cluster-kernel block's %globaltimer (ns) at its phase ends
+#define PROF(i) do { if (tid == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(prof[i])); } while (0)
+#elif defined(VAE_PROFILE)   // dev builds only: per-phase SM clock of block 0 and the last block
 #define PROF(i) do { if (tid == 0) prof[i] = clock64(); } while (0)
 #else
 #define PROF(i) do {} while (0)
@@ -555,6 +568,62 @@ __device__ __forceinline__ void dec_logits_mma(float* smem, int kg, int nt0, int
     }
 }
 
+#ifdef VAE_CK_FFMA_DEC
+// dev: the last layer in plain fp32 FMAs. Warp w takes k in [32 w, +32), lane l pixels l + 32 j (j < 4; the
+// 4th slot is real for lanes 0, 1 only) of all R rows: per 4 k one 16-byte W2 load per slot (rows 260
+// floats apart: conflict-free) and one broadcast h2 load per row. Warps 4-7 store their partial logits
+// to PART[w - 4], warps 0-3 add theirs (fixed order), so PART holds DEC_KG = 4 k-group sums as before.
+template <int R>
+__device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane) {
+  using S = Smem<R>;
+  constexpr int NS = (D_SLICE + 31) / 32, KW = H / WARPS;
+  float acc[NS][R];
+#pragma unroll
+  for (int j = 0; j < NS; ++j)
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[j][r] = 0.f;
+  const int k0 = warp * KW;
+  const float* w2 = smem + S::W2 + k0;
+  const float* h2 = smem + S::HID2 + k0;
+#pragma unroll 2
+  for (int kk = 0; kk < KW; kk += 4) {
+    float4 w[NS];
+#pragma unroll
+    for (int j = 0; j < NS; ++j)
+      w[j] = *reinterpret_cast<const float4*>(w2 + min(lane + 32 * j, D_SLICE - 1) * HS + kk);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float4 h = *reinterpret_cast<const float4*>(h2 + r * HS + kk);
+#pragma unroll
+      for (int j = 0; j < NS; ++j) {
+        float a = acc[j][r];
+        a = fmaf(w[j].x, h.x, a);
+        a = fmaf(w[j].y, h.y, a);
+        a = fmaf(w[j].z, h.z, a);
+        a = fmaf(w[j].w, h.w, a);
+        acc[j][r] = a;
+      }
+    }
+  }
+  float* part = smem + S::PART + (warp % DEC_KG) * R * PART_LD;
+  if (warp >= DEC_KG) {
+#pragma unroll
+    for (int j = 0; j < NS; ++j)
+      if (lane + 32 * j < D_SLICE)
+#pragma unroll
+        for (int r = 0; r < R; ++r) part[r * PART_LD + lane + 32 * j] = acc[j][r];
+  }
+  __syncthreads();
+  if (warp < DEC_KG) {
+#pragma unroll
+    for (int j = 0; j < NS; ++j)
+      if (lane + 32 * j < D_SLICE)
+#pragma unroll
+        for (int r = 0; r < R; ++r) part[r * PART_LD + lane + 32 * j] += acc[j][r];
+  }
+}
+#endif
+
 // Encoder, one warp: units [unit0, unit0+4) x rows [r0, r0+RN), lanes split K=784 with this warp's
 // We rows in registers; h = relu(. + be) -> own smem HID.
 template <int R, int RN>
@@ -628,7 +697,7 @@ vae_elbo_kernel(const float* __restrict__ x,
   const int row0 = (int)(blockIdx.x / CLUSTER) * R;
   const int rows = min(R, B - row0);
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::BARS);
-#ifdef VAE_PROFILE
+#if defined(VAE_PROFILE) || defined(VAE_TIMELINE)
   long long prof[12];
 #endif
   PROF(0);
@@ -639,14 +708,21 @@ vae_elbo_kernel(const float* __restrict__ x,
   // ---- phase 0: mbarriers (each expects its bytes once), x tile (W2 rows: after phase 1)
   if (tid == 0) {
 #pragma unroll
-    for (int i = 0; i < 5; ++i) mbar_init(&bars[i]);
+    for (int i = 0; i < 6; ++i) mbar_init(&bars[i]);
     mbar_expect(&bars[BAR_X], (uint32_t)(rows * D * sizeof(float)));
     mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // one bulk copy per row, below
     mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_Z], (uint32_t)((CLUSTER - 1) * R * L_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_OUT], rank == 0 ? (uint32_t)((CLUSTER - 1) * R * (1 + L_SLICE) * sizeof(float)) : 0u);
+#ifdef VAE_CK_H2X
+    mbar_expect(&bars[BAR_H2], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
+#else
+    mbar_expect(&bars[BAR_H2], 0u);
+#endif
     mbar_fence_init();
+#ifndef VAE_CK_XMC
     bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
+#endif
   }
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
   for (int i = rows * D + tid; i < R * D; i += THREADS) smem[S::X + i] = 0.f;   // rows past B
@@ -657,6 +733,13 @@ vae_elbo_kernel(const float* __restrict__ x,
     float4 w[(D / 4 + 31) / 32][ENC_U];
 #ifndef VAE_SKIP_ENC
     load_rows<ENC_U, D>(We, unit0, ENC_U, lane, w);
+#endif
+#ifdef VAE_CK_XMC   // dev: the x tile read once per cluster, rank r's rows r, r + 8 multicast to every block
+    cluster_wait();   // every block's mbarriers are valid
+    if (tid == 0)
+      for (int r = rank; r < rows; r += CLUSTER)
+        bulk_copy_multicast(smem + S::X + r * D, x + (size_t)(row0 + r) * D, (uint32_t)(D * sizeof(float)),
+                            &bars[BAR_X], (uint16_t)((1u << CLUSTER) - 1));
 #endif
     mbar_wait(&bars[BAR_X], 0);
     __syncthreads();   // zero-filled rows visible
@@ -701,7 +784,9 @@ vae_elbo_kernel(const float* __restrict__ x,
   float4 wml[(H / 4 + 31) / 32][1];
   load_rows<1, H>(is_mu ? Wmu : Wlv, j2, 1, lane, wml);
   PROF(2);
+#ifndef VAE_CK_XMC
   cluster_wait();    // every block of the cluster has started (cheap by now)
+#endif
   __syncthreads();   // own h slice complete
   {  // push it: float4 e -> destination rank + 1 + e / (8R), row, 4 units
     constexpr int PER = R * H_SLICE / 4;
@@ -746,13 +831,18 @@ vae_elbo_kernel(const float* __restrict__ x,
     if (rank == 0) smem[S::KL + r * L + j] = klt;
     else st_async(cluster_addr(smem + S::KL + r * L + j, 0), klt, cluster_addr(&bars[BAR_OUT], 0));
   }
-  // prefetch phase 3 weights: thread t owns decoder hidden unit t
+  // prefetch phase 3 weights: thread t owns decoder hidden unit t (H2X: unit 32 rank + lane)
+#ifdef VAE_CK_H2X
+  const int unit3 = rank * H_SLICE + lane;
+#else
+  const int unit3 = tid;
+#endif
   float4 w3[L / 4];
   if constexpr (!S::W1_SMEM) {
 #pragma unroll
-    for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)tid * L) + k);
+    for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)unit3 * L) + k);
   }
-  const float bias3 = __ldg(b1 + tid);
+  const float bias3 = __ldg(b1 + unit3);
   if (tid < D_SLICE) smem[S::B2 + tid] = __ldg(b2 + rank * D_SLICE + tid);   // for phase 5, from smem
   if constexpr (S::W1_SMEM) asm volatile("cp.async.wait_all;" ::: "memory");   // this thread's W1 copies
   mbar_wait_cluster(&bars[BAR_Z], 0);
@@ -763,6 +853,33 @@ vae_elbo_kernel(const float* __restrict__ x,
   }
   PROF(4);
 
+#ifdef VAE_CK_H2X
+  // ---- phase 3 (dev): decoder hidden, this block's 32 units (warp w: rows w, w + 8, lane: unit), pushed to
+  // the other 7 blocks as h is
+#pragma unroll
+  for (int r = warp; r < R; r += WARPS) {
+    const float4* zr = reinterpret_cast<const float4*>(smem + S::Z + r * L);
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int k = 0; k < L / 4; ++k) {
+      const float4 a = zr[k];
+      acc.x = fmaf(w3[k].x, a.x, acc.x); acc.y = fmaf(w3[k].y, a.y, acc.y);
+      acc.z = fmaf(w3[k].z, a.z, acc.z); acc.w = fmaf(w3[k].w, a.w, acc.w);
+    }
+    smem[S::HID2 + r * HS + unit3] = fmaxf((acc.x + acc.y) + (acc.z + acc.w) + bias3, 0.f);
+  }
+  __syncthreads();
+  {
+    constexpr int PER = R * H_SLICE / 4;
+    for (int e = tid; e < (CLUSTER - 1) * PER; e += THREADS) {
+      const int dst = (rank + 1 + e / PER) % CLUSTER, q = e % PER;
+      const int off = S::HID2 + (q / (H_SLICE / 4)) * HS + rank * H_SLICE + 4 * (q % (H_SLICE / 4));
+      st_async(cluster_addr(smem + off, dst), *reinterpret_cast<const float4*>(smem + off),
+               cluster_addr(&bars[BAR_H2], dst));
+    }
+  }
+  mbar_wait_cluster(&bars[BAR_H2], 0);
+#else
   // ---- phase 3: decoder hidden, h2 = relu(W1 z + b1), all 256 units for the R rows in every block
   // (z reads are warp broadcasts; 4 partial sums per row keep 4 FMA chains in flight per row)
 #pragma unroll 3
@@ -777,6 +894,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     }
     smem[S::HID2 + r * HS + tid] = fmaxf((acc.x + acc.y) + (acc.z + acc.w) + bias3, 0.f);
   }
+#endif
   __syncthreads();  // full decoder hidden in this block
   PROF(5);
 
@@ -784,8 +902,12 @@ vae_elbo_kernel(const float* __restrict__ x,
   // tiles [0, 7) (w < 4) or [7, 13); partial logits per k-group to PART
   mbar_wait(&bars[BAR_W2], 0);
   PROF(6);
+#ifdef VAE_CK_FFMA_DEC
+  dec_logits_ffma<R>(smem, warp, lane);
+#else
   if (warp < DEC_KG) dec_logits_mma<R, DEC_TPW>(smem, warp, 0, lane);
   else dec_logits_mma<R, DEC_NT - DEC_TPW>(smem, warp - DEC_KG, DEC_TPW, lane);
+#endif
   __syncthreads();
   PROF(7);
 
@@ -813,6 +935,12 @@ vae_elbo_kernel(const float* __restrict__ x,
     }
   }
   PROF(8);
+#ifdef VAE_TIMELINE
+#define VAE_TL_PRINT(n) do { if (tid == 0) printf("tl %d %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", \
+    (int)blockIdx.x, B, n, prof[0], prof[1], prof[2], prof[3], prof[4], prof[5], prof[6], prof[7], prof[8], \
+    prof[9], prof[10]); } while (0)
+  if (rank != 0) VAE_TL_PRINT(9);
+#endif
   if (rank != 0) return;   // nothing writes into a block that is past its last wait
   mbar_wait_cluster(&bars[BAR_OUT], 0);
   __syncthreads();   // rank 0's own partials visible
@@ -832,6 +960,10 @@ vae_elbo_kernel(const float* __restrict__ x,
     for (int j = 0; j < L; ++j) kls += smem[S::KL + tid * L + j];
     store_row(out, B, row0 + tid, recon, -0.5f * kls);
   }
+#ifdef VAE_TIMELINE
+  PROF(10);
+  VAE_TL_PRINT(11);
+#endif
 }
 
 // ---------------------------------------------------------------------------
@@ -2165,7 +2297,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       }
       if (rank == 0) mbar_expect(rfull, (C - 1 + (P::RS ? P::G2 - 1 : 0)) * BM * 4);
     }
-#ifdef VAE_PROFILE
+#if defined(VAE_PROFILE) || defined(VAE_TIMELINE)
     long long prof[6];
 #endif
 #ifdef VAE_PROFILE_CHUNKS

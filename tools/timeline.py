@@ -1,0 +1,98 @@
+"""Every cluster-kernel block's phase ends on one clock (%globaltimer), so the launch's spread, each phase
+across the blocks, and the tail after the last block are seen together (GPU).
+
+Builds solution.py with -DVAE_TIMELINE (each block's thread 0 prints its stamps at exit), runs a few warm
+forwards per batch size, and prints for the median call each stamp's earliest / median / latest time over
+the blocks, in µs from the first block's entry. Stamps: entry, x tile landed, encoder done (W2 copies
+issued), h slices landed, z landed, decoder hidden done, W2 landed, last layer done, row sums pushed, then
+on rank 0 only: peers' sums landed, outputs stored.
+
+Run on the GPU machine from the repository root (about a minute with the build):
+    python3 tools/timeline.py [--sizes 1,128] [--flags="-DVAE_CK_XMC"]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STAMPS = ("entry", "x landed", "encoder", "h landed", "z landed", "dec hidden", "W2 landed", "last layer",
+          "sums pushed", "rank0: sums in", "rank0: stored")
+
+
+def child(sizes, calls, flags):
+    os.environ["VAE_EXTRA_CUDA_FLAGS"] = f"-DVAE_TIMELINE {flags}".strip()
+    sys.path.insert(0, REPO)
+    import torch
+    import solution
+    model = solution.ModelNew(784, 256, 32).cuda()
+    a = torch.randn(4096, 4096, device="cuda")
+    for B in sizes:
+        x = torch.rand(B, 784, device="cuda")
+        for _ in range(5):
+            model(x)
+        torch.cuda.synchronize()
+        for _ in range(200):   # warm the clock
+            a @ a
+        for k in range(calls):
+            print(f"call {B} {k}", flush=True)
+            model(x)
+            torch.cuda.synchronize()
+        print("end", flush=True)
+
+
+def parse(text):
+    """{B: [call, ...]}, a call a list of (block, last stamp index + 1, stamps)."""
+    calls, cur = {}, None
+    for line in text.splitlines():
+        f = line.split()
+        if not f:
+            continue
+        if f[0] == "call":
+            cur = []
+            calls.setdefault(int(f[1]), []).append(cur)
+        elif f[0] == "tl" and cur is not None:
+            cur.append((int(f[1]), int(f[3]), [int(v) for v in f[4:]]))
+    return calls
+
+
+def summary(call):
+    t0 = min(s[0] for _, _, s in call)
+    ends = [s[n - 1] for _, n, s in call]
+    rows = []
+    for i, name in enumerate(STAMPS):
+        v = [(s[i] - t0) / 1e3 for _, n, s in call if i < n]
+        if v:
+            rows.append((name, min(v), statistics.median(v), max(v), len(v)))
+    return rows, (max(ends) - t0) / 1e3
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1,128")
+    ap.add_argument("--calls", type=int, default=7)
+    ap.add_argument("--flags", default="", help="more nvcc flags (dev switches), e.g. -DVAE_CK_XMC")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    sizes = [int(b) for b in args.sizes.split(",")]
+    if args.child:
+        child(sizes, args.calls, args.flags)
+        return
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", "--sizes", args.sizes,
+                        "--calls", str(args.calls), "--flags=" + args.flags], capture_output=True, text=True, cwd=REPO)
+    if p.returncode != 0:
+        sys.exit(f"the timeline build or run failed (rc {p.returncode}):\n{p.stderr[-3000:]}")
+    for B, calls in parse(p.stdout).items():
+        spans = sorted((summary(c)[1], k) for k, c in enumerate(calls) if c)
+        span, k = spans[len(spans) // 2]
+        rows, _ = summary(calls[k])
+        print(f"\nB = {B}: {len(calls[k])} blocks; first entry to last exit {span:.2f} us (median of {len(spans)} "
+              f"calls: {', '.join(f'{s:.2f}' for s, _ in spans)})")
+        print(f"{'stamp':16s} {'first':>7s} {'median':>7s} {'last':>7s} blocks   (us from the first entry)")
+        for name, lo, med, hi, n in rows:
+            print(f"{name:16s} {lo:7.2f} {med:7.2f} {hi:7.2f} {n:6d}")
+
+
+if __name__ == "__main__":
+    main()
