@@ -21,8 +21,9 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
 - vae_elbo_kernel<R> (R = 8, 9, 16; B up to 1279): a cluster of 8 blocks owns R rows, each
   block 1/8 of every layer's output units; slices travel between the blocks' shared memory
   by st.async on mbarriers. R = 8 or 9 while the batch fits one wave of clusters, else 16.
-  Its last layer (h2 W2^T, the block's 98 pixels) runs on the tensor cores: mma.sync TF32,
-  3xTF32 split (the helpers between the `tf32 helpers` markers); the other layers are FFMA; the BCE
+  Its last layer (h2 W2^T, the block's 98 pixels) runs in fp32 FMAs at R = 8, 9 and on the tensor
+  cores at R = 16 (mma.sync TF32, 3xTF32 split: the helpers between the `tf32 helpers` markers); the
+  other layers are FFMA, the decoder hidden layer split over the cluster like the encoder; the BCE
   from the logits on the SFU (bce_term_sp).
 - vae_elbo_kernel_tile<BM> (BM = 32, 64; by rows_per_tile only): one block owns BM rows end to end,
   the two big layers as register-tiled SGEMMs streamed through shared memory.
@@ -122,16 +123,7 @@ struct Smem {
   static constexpr int PART = KL + R * L;             // DEC_KG x R x PART_LD  partial logits per k-group
   static constexpr int RECON = PART + DEC_KG * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
   static constexpr int B2 = RECON + CLUSTER * R;      // D_SLICE  this block's slice of b2
-  // W1 by cp.async after the encoder into rows of W1S floats (LDS.128 conflict-free) where it fits:
-  // R = 8, 9 (R = 16 reads it from L2 into registers)
-#ifdef VAE_CK_H2X
-  static constexpr bool W1_SMEM = false;   // dev: each block reads only its 32 rows of W1, into registers
-#else
-  static constexpr bool W1_SMEM = R <= 9;
-#endif
-  static constexpr int W1S = L + 4;
-  static constexpr int W1 = (B2 + D_SLICE + 3) / 4 * 4;   // H x W1S  decoder hidden weights (W1_SMEM)
-  static constexpr int BARS = (W1 + (W1_SMEM ? H * W1S : 0) + 1) / 2 * 2;   // 6 mbarriers, 8-byte aligned
+  static constexpr int BARS = (B2 + D_SLICE + 1) / 2 * 2;   // 6 mbarriers, 8-byte aligned
   static constexpr size_t BYTES = BARS * sizeof(float) + 6 * sizeof(uint64_t);
   static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "float4 alignment");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
@@ -156,13 +148,6 @@ __device__ __forceinline__ void mbar_fence_init() {
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                :: "r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)) : "memory");
-}
-// Thread 0 only: as bulk_copy, the bytes landing at the same offset in every block of the cluster named
-// in `mask` and counted on each one's mbarrier at `bar`'s offset (their mbarriers must be initialized).
-__device__ __forceinline__ void bulk_copy_multicast(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
-                                                    uint16_t mask) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;"
-               :: "r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)), "h"(mask) : "memory");
 }
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
@@ -568,8 +553,8 @@ __device__ __forceinline__ void dec_logits_mma(float* smem, int kg, int nt0, int
     }
 }
 
-#ifdef VAE_CK_FFMA_DEC
-// dev: the last layer in plain fp32 FMAs. Warp w takes k in [32 w, +32), lane l pixels l + 32 j (j < 4; the
+// Last layer of the cluster kernel at R <= 9, in plain fp32 FMAs (faster there than dec_logits_mma, whose
+// m16 tiles would be half empty). Warp w takes k in [32 w, +32), lane l pixels l + 32 j (j < 4; the
 // 4th slot is real for lanes 0, 1 only) of all R rows: per 4 k one 16-byte W2 load per slot (rows 260
 // floats apart: conflict-free) and one broadcast h2 load per row. Warps 4-7 store their partial logits
 // to PART[w - 4], warps 0-3 add theirs (fixed order), so PART holds DEC_KG = 4 k-group sums as before.
@@ -585,6 +570,7 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
   const int k0 = warp * KW;
   const float* w2 = smem + S::W2 + k0;
   const float* h2 = smem + S::HID2 + k0;
+#ifndef VAE_SKIP_DEC
 #pragma unroll 2
   for (int kk = 0; kk < KW; kk += 4) {
     float4 w[NS];
@@ -605,6 +591,7 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
       }
     }
   }
+#endif
   float* part = smem + S::PART + (warp % DEC_KG) * R * PART_LD;
   if (warp >= DEC_KG) {
 #pragma unroll
@@ -622,7 +609,6 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
         for (int r = 0; r < R; ++r) part[r * PART_LD + lane + 32 * j] += acc[j][r];
   }
 }
-#endif
 
 // Encoder, one warp: units [unit0, unit0+4) x rows [r0, r0+RN), lanes split K=784 with this warp's
 // We rows in registers; h = relu(. + be) -> own smem HID.
@@ -668,14 +654,14 @@ __device__ __forceinline__ void mulv_rows(float* smem, const float4 (&w)[(H / 4 
 // Dot products run on chunks of 8 rows, then the R % 8 rows left.
 //   0  mbarriers; bulk copy of the x tile; We rows to registers
 //   1  encoder: warp w -> units 32 rank + 4w + [0,4), lanes split K=784; h slice -> own HID,
-//      then pushed to the other 7 blocks; W2's rows (and at R <= 9 W1) copied into smem; threads
-//      t < 4R draw their noise value while the peers' slices arrive
+//      then pushed to the other 7 blocks; W2's rows copied into smem; threads t < 4R draw their
+//      noise value while the peers' slices arrive
 //   2  mu/logvar: warp w -> one unit (w < 4: mu), lanes split K=256; threads t < 4R: z, KL term;
 //      z pushed to every block, KL terms to rank 0
-//   3  decoder hidden, all 256 units for the R rows in every block: thread t -> unit t
-//   4  decoder output logits on the tensor cores (3xTF32 mma.sync): warp w -> k-group w % 4 of
-//      tiles [7 (w / 4), +7); partial logits per k-group to smem (W2's rows were bulk-copied
-//      into padded smem rows after phase 1)
+//   3  decoder hidden, the block's 32 units for the R rows (lane -> unit), pushed to the other 7 blocks
+//   4  decoder output logits: R <= 9 in fp32 FMAs (dec_logits_ffma: warp w -> k in [32 w, +32)), R = 16
+//      on the tensor cores (3xTF32 mma.sync: warp w -> k-group w % 4 of tiles [7 (w / 4), +7));
+//      partial logits per k-group to smem (W2's rows were bulk-copied into padded smem rows after phase 1)
 //   5  logits summed, BCE per element from the logit (bce_term_sp); per-row sums of the slice pushed to rank 0;
 //      rank 0 sums in fixed order, writes the outputs.
 // ---------------------------------------------------------------------------
@@ -714,15 +700,9 @@ vae_elbo_kernel(const float* __restrict__ x,
     mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_Z], (uint32_t)((CLUSTER - 1) * R * L_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_OUT], rank == 0 ? (uint32_t)((CLUSTER - 1) * R * (1 + L_SLICE) * sizeof(float)) : 0u);
-#ifdef VAE_CK_H2X
     mbar_expect(&bars[BAR_H2], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
-#else
-    mbar_expect(&bars[BAR_H2], 0u);
-#endif
     mbar_fence_init();
-#ifndef VAE_CK_XMC
     bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
-#endif
   }
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
   for (int i = rows * D + tid; i < R * D; i += THREADS) smem[S::X + i] = 0.f;   // rows past B
@@ -733,13 +713,6 @@ vae_elbo_kernel(const float* __restrict__ x,
     float4 w[(D / 4 + 31) / 32][ENC_U];
 #ifndef VAE_SKIP_ENC
     load_rows<ENC_U, D>(We, unit0, ENC_U, lane, w);
-#endif
-#ifdef VAE_CK_XMC   // dev: the x tile read once per cluster, rank r's rows r, r + 8 multicast to every block
-    cluster_wait();   // every block's mbarriers are valid
-    if (tid == 0)
-      for (int r = rank; r < rows; r += CLUSTER)
-        bulk_copy_multicast(smem + S::X + r * D, x + (size_t)(row0 + r) * D, (uint32_t)(D * sizeof(float)),
-                            &bars[BAR_X], (uint16_t)((1u << CLUSTER) - 1));
 #endif
     mbar_wait(&bars[BAR_X], 0);
     __syncthreads();   // zero-filled rows visible
@@ -768,15 +741,6 @@ vae_elbo_kernel(const float* __restrict__ x,
       bulk_copy(smem + S::W2 + p * HS, W2 + ((size_t)rank * D_SLICE + p) * H, (uint32_t)(H * sizeof(float)),
                 &bars[BAR_W2]);
   }
-  if constexpr (S::W1_SMEM) {   // W1 (H x L), float4 e = tid + THREADS k (coalesced reads), for phase 3;
-    // issued here, not at the start, where they delayed the x tile by ~2.5 K cycles
-#pragma unroll
-    for (int k = 0; k < H * L / 4 / THREADS; ++k) {
-      const int e = tid + THREADS * k, u = e / (L / 4), c = e % (L / 4);
-      cp_async16(smem_u32(smem + S::W1 + u * S::W1S + 4 * c), W1 + (size_t)u * L + 4 * c, true);
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  }
   // prefetch phase 2 weights: warp w -> unit j2 of mu (w < 4) or logvar
   const int j2 = rank * L_SLICE + warp % L_SLICE;
   const bool is_mu = warp < L_SLICE;
@@ -784,9 +748,7 @@ vae_elbo_kernel(const float* __restrict__ x,
   float4 wml[(H / 4 + 31) / 32][1];
   load_rows<1, H>(is_mu ? Wmu : Wlv, j2, 1, lane, wml);
   PROF(2);
-#ifndef VAE_CK_XMC
   cluster_wait();    // every block of the cluster has started (cheap by now)
-#endif
   __syncthreads();   // own h slice complete
   {  // push it: float4 e -> destination rank + 1 + e / (8R), row, 4 units
     constexpr int PER = R * H_SLICE / 4;
@@ -805,7 +767,6 @@ vae_elbo_kernel(const float* __restrict__ x,
   PROF(3);
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 3   // dev (wrong results): up to the h exchange (+ copies, a barrier)
   mbar_wait(&bars[BAR_W2], 0);
-  asm volatile("cp.async.wait_all;" ::: "memory");
   if (tid == 0) out[row0] = eps;
   cluster.sync();
   if (B > 0) return;
@@ -831,31 +792,20 @@ vae_elbo_kernel(const float* __restrict__ x,
     if (rank == 0) smem[S::KL + r * L + j] = klt;
     else st_async(cluster_addr(smem + S::KL + r * L + j, 0), klt, cluster_addr(&bars[BAR_OUT], 0));
   }
-  // prefetch phase 3 weights: thread t owns decoder hidden unit t (H2X: unit 32 rank + lane)
-#ifdef VAE_CK_H2X
+  // prefetch phase 3 weights: lane l owns decoder hidden unit 32 rank + l
   const int unit3 = rank * H_SLICE + lane;
-#else
-  const int unit3 = tid;
-#endif
   float4 w3[L / 4];
-  if constexpr (!S::W1_SMEM) {
 #pragma unroll
-    for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)unit3 * L) + k);
-  }
+  for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)unit3 * L) + k);
   const float bias3 = __ldg(b1 + unit3);
   if (tid < D_SLICE) smem[S::B2 + tid] = __ldg(b2 + rank * D_SLICE + tid);   // for phase 5, from smem
-  if constexpr (S::W1_SMEM) asm volatile("cp.async.wait_all;" ::: "memory");   // this thread's W1 copies
   mbar_wait_cluster(&bars[BAR_Z], 0);
-  __syncthreads();   // own z slice visible (and all of W1)
-  if constexpr (S::W1_SMEM) {
-#pragma unroll
-    for (int k = 0; k < L / 4; ++k) w3[k] = *reinterpret_cast<const float4*>(smem + S::W1 + tid * S::W1S + 4 * k);
-  }
+  __syncthreads();   // own z slice visible
   PROF(4);
 
-#ifdef VAE_CK_H2X
-  // ---- phase 3 (dev): decoder hidden, this block's 32 units (warp w: rows w, w + 8, lane: unit), pushed to
-  // the other 7 blocks as h is
+  // ---- phase 3: decoder hidden, h2 = relu(W1 z + b1): this block's 32 units (warp w: rows w, w + 8, lane:
+  // unit 32 rank + lane; z reads are warp broadcasts, 4 partial sums keep 4 FMA chains in flight), pushed to
+  // the other 7 blocks as h is (each block reads only its 32 rows of W1)
 #pragma unroll
   for (int r = warp; r < R; r += WARPS) {
     const float4* zr = reinterpret_cast<const float4*>(smem + S::Z + r * L);
@@ -868,8 +818,8 @@ vae_elbo_kernel(const float* __restrict__ x,
     }
     smem[S::HID2 + r * HS + unit3] = fmaxf((acc.x + acc.y) + (acc.z + acc.w) + bias3, 0.f);
   }
-  __syncthreads();
-  {
+  __syncthreads();   // own h2 slice complete
+  {  // push it: float4 e -> destination rank + 1 + e / (8R), row, 4 units
     constexpr int PER = R * H_SLICE / 4;
     for (int e = tid; e < (CLUSTER - 1) * PER; e += THREADS) {
       const int dst = (rank + 1 + e / PER) % CLUSTER, q = e % PER;
@@ -879,35 +829,19 @@ vae_elbo_kernel(const float* __restrict__ x,
     }
   }
   mbar_wait_cluster(&bars[BAR_H2], 0);
-#else
-  // ---- phase 3: decoder hidden, h2 = relu(W1 z + b1), all 256 units for the R rows in every block
-  // (z reads are warp broadcasts; 4 partial sums per row keep 4 FMA chains in flight per row)
-#pragma unroll 3
-  for (int r = 0; r < R; ++r) {
-    const float4* zr = reinterpret_cast<const float4*>(smem + S::Z + r * L);
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int k = 0; k < L / 4; ++k) {
-      const float4 a = zr[k];
-      acc.x = fmaf(w3[k].x, a.x, acc.x); acc.y = fmaf(w3[k].y, a.y, acc.y);
-      acc.z = fmaf(w3[k].z, a.z, acc.z); acc.w = fmaf(w3[k].w, a.w, acc.w);
-    }
-    smem[S::HID2 + r * HS + tid] = fmaxf((acc.x + acc.y) + (acc.z + acc.w) + bias3, 0.f);
-  }
-#endif
-  __syncthreads();  // full decoder hidden in this block
   PROF(5);
 
   // ---- phase 4: decoder output logits on the tensor cores (3xTF32): warp w -> k-group w % 4 of
   // tiles [0, 7) (w < 4) or [7, 13); partial logits per k-group to PART
   mbar_wait(&bars[BAR_W2], 0);
   PROF(6);
-#ifdef VAE_CK_FFMA_DEC
-  dec_logits_ffma<R>(smem, warp, lane);
-#else
-  if (warp < DEC_KG) dec_logits_mma<R, DEC_TPW>(smem, warp, 0, lane);
-  else dec_logits_mma<R, DEC_NT - DEC_TPW>(smem, warp - DEC_KG, DEC_TPW, lane);
-#endif
+  if constexpr (R <= 9) {
+    dec_logits_ffma<R>(smem, warp, lane);
+  } else if (warp < DEC_KG) {
+    dec_logits_mma<R, DEC_TPW>(smem, warp, 0, lane);
+  } else {
+    dec_logits_mma<R, DEC_NT - DEC_TPW>(smem, warp - DEC_KG, DEC_TPW, lane);
+  }
   __syncthreads();
   PROF(7);
 
