@@ -303,44 +303,55 @@ template <int N> __device__ __forceinline__ bool scatter_writer(int lane) {
   return N >= 32 ? true : (lane % (32 / N)) == 0;
 }
 
-// Warp dot products, K split over lanes: lane owns float4 columns f = lane, lane+32, ...
-// w[it][u] = row (unit0+u) of W at column 4*(lane+32*it); rows >= units read as 0.
+// Warp dot products, K split over lanes: lane l holds float4 columns f = l + 32 it (it < FULL) of a warp's
+// rows [unit0, unit0 + U) of a (. x K) matrix and, where K / 4 is not a multiple of 32, one of the TAIL
+// columns left (K = 784: 6 passes of 128 and 16 single columns, not a 7th float4 pass on 4 lanes).
 template <int U, int K>
-__device__ __forceinline__ void load_rows(const float* __restrict__ W, int unit0, int units, int lane,
-                                          float4 (&w)[(K / 4 + 31) / 32][U]) {
-  constexpr int F = K / 4;
+struct WarpRows {
+  static constexpr int FULL = K / 128, TAIL = K - 128 * FULL;
+  static_assert(K % 4 == 0 && TAIL < 32, "the columns past the float4 passes fit one per lane");
+  float4 w[FULL][U];
+  float t[U];   // column 128 FULL + lane (0 for lanes >= TAIL)
+};
+template <int U, int K>
+__device__ __forceinline__ void load_rows(const float* __restrict__ W, int unit0, int lane, WarpRows<U, K>& w) {
+  using WR = WarpRows<U, K>;
 #pragma unroll
-  for (int it = 0; it < (F + 31) / 32; ++it) {
-    const int f = lane + 32 * it;
+  for (int it = 0; it < WR::FULL; ++it)
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      w[it][u] = (u < units && f < F)
-          ? __ldg(reinterpret_cast<const float4*>(W + (size_t)(unit0 + u) * K) + f)
-          : make_float4(0.f, 0.f, 0.f, 0.f);
-  }
+      w.w[it][u] = __ldg(reinterpret_cast<const float4*>(W + (size_t)(unit0 + u) * K) + lane + 32 * it);
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    w.t[u] = WR::TAIL > 0 && lane < WR::TAIL ? __ldg(W + (size_t)(unit0 + u) * K + 128 * WR::FULL + lane) : 0.f;
 }
 // acc[u*R + r] += sum over this lane's columns of w[.][u] . act[r][.]  (act: R x K in smem)
 template <int R, int U, int K>
-__device__ __forceinline__ void dot_rows(const float4 (&w)[(K / 4 + 31) / 32][U], const float* act, int lane,
-                                         float (&acc)[U * R]) {
-  constexpr int F = K / 4;
+__device__ __forceinline__ void dot_rows(const WarpRows<U, K>& w, const float* act, int lane, float (&acc)[U * R]) {
+  using WR = WarpRows<U, K>;
 #pragma unroll
-  for (int it = 0; it < (F + 31) / 32; ++it) {
-    const int f = lane + 32 * it;
-    if (F % 32 == 0 || f < F) {
+  for (int it = 0; it < WR::FULL; ++it) {
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const float4 a = reinterpret_cast<const float4*>(act + r * K)[f];
+    for (int r = 0; r < R; ++r) {
+      const float4 a = reinterpret_cast<const float4*>(act + r * K)[lane + 32 * it];
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-          float s = acc[u * R + r];
-          s = fmaf(w[it][u].x, a.x, s);
-          s = fmaf(w[it][u].y, a.y, s);
-          s = fmaf(w[it][u].z, a.z, s);
-          s = fmaf(w[it][u].w, a.w, s);
-          acc[u * R + r] = s;
-        }
+      for (int u = 0; u < U; ++u) {
+        float s = acc[u * R + r];
+        s = fmaf(w.w[it][u].x, a.x, s);
+        s = fmaf(w.w[it][u].y, a.y, s);
+        s = fmaf(w.w[it][u].z, a.z, s);
+        s = fmaf(w.w[it][u].w, a.w, s);
+        acc[u * R + r] = s;
       }
+    }
+  }
+  if constexpr (WR::TAIL > 0) {   // lanes >= TAIL read a valid column and add 0 times it
+    const int k = 128 * WR::FULL + min(lane, WR::TAIL - 1);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float a = act[r * K + k];
+#pragma unroll
+      for (int u = 0; u < U; ++u) acc[u * R + r] = fmaf(w.t[u], a, acc[u * R + r]);
     }
   }
 }
@@ -613,7 +624,7 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
 // Encoder, one warp: units [unit0, unit0+4) x rows [r0, r0+RN), lanes split K=784 with this warp's
 // We rows in registers; h = relu(. + be) -> own smem HID.
 template <int R, int RN>
-__device__ __forceinline__ void enc_rows(float* smem, const float4 (&w)[(D / 4 + 31) / 32][ENC_U],
+__device__ __forceinline__ void enc_rows(float* smem, const WarpRows<ENC_U, D>& w,
                                          const float* __restrict__ be, int unit0, int r0, int lane) {
   using S = Smem<R>;
   constexpr int N = ENC_U * RN;
@@ -633,7 +644,7 @@ __device__ __forceinline__ void enc_rows(float* smem, const float4 (&w)[(D / 4 +
 
 // mu | logvar, one warp: unit `warp` of this block's MULV_U x rows [r0, r0+RN), lanes split K=256.
 template <int R, int RN>
-__device__ __forceinline__ void mulv_rows(float* smem, const float4 (&w)[(H / 4 + 31) / 32][1], float bias,
+__device__ __forceinline__ void mulv_rows(float* smem, const WarpRows<1, H>& w, float bias,
                                           int r0, int warp, int lane) {
   using S = Smem<R>;
   float acc[RN];
@@ -710,9 +721,9 @@ vae_elbo_kernel(const float* __restrict__ x,
   // ---- phase 1: encoder, h = relu(x We^T + be)
   const int unit0 = rank * H_SLICE + warp * ENC_U;
   {
-    float4 w[(D / 4 + 31) / 32][ENC_U];
+    WarpRows<ENC_U, D> w;
 #ifndef VAE_SKIP_ENC
-    load_rows<ENC_U, D>(We, unit0, ENC_U, lane, w);
+    load_rows(We, unit0, lane, w);
 #endif
     mbar_wait(&bars[BAR_X], 0);
     __syncthreads();   // zero-filled rows visible
@@ -745,8 +756,8 @@ vae_elbo_kernel(const float* __restrict__ x,
   const int j2 = rank * L_SLICE + warp % L_SLICE;
   const bool is_mu = warp < L_SLICE;
   const float bias2 = __ldg((is_mu ? bmu : blv) + j2);
-  float4 wml[(H / 4 + 31) / 32][1];
-  load_rows<1, H>(is_mu ? Wmu : Wlv, j2, 1, lane, wml);
+  WarpRows<1, H> wml;
+  load_rows(is_mu ? Wmu : Wlv, j2, lane, wml);
   PROF(2);
   cluster_wait();    // every block of the cluster has started (cheap by now)
   __syncthreads();   // own h slice complete
