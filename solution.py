@@ -642,125 +642,6 @@ __device__ __forceinline__ void enc_rows(float* smem, const WarpRows<ENC_U, D>& 
   }
 }
 
-#ifdef VAE_CK_ENC_MMA
-// dev: the encoder on the tensor cores, 3xTF32 mma.sync m16n8k8 with the block's 32 units as M (two m16
-// tiles, none of them empty) and the rows as N (R / 8 full n8 tiles; the R % 8 = 1 row left in FMAs).
-// Warp w < 7 takes K columns [112 w, +112) as 7 chunks of 16; lane (g, t) holds We[unit g (+8)][16 c + 4 t
-// .. + 3] of each chunk as one float4 (loaded once, from L2), and the x tile's row g at the same columns:
-// within a chunk, step 0 takes columns 4t, 4t + 1 as k = t, t + 4, step 1 columns 4t + 2, 4t + 3, the same
-// permutation for both operands, so every column is multiplied once. Three accumulators a tile (one per
-// product) keep the dependent chains at 14; the warps' partial sums meet in smem (PART, rows 36 floats
-// apart: conflict-free stores), summed in fixed order.
-constexpr int ENC_MW = 7, ENC_CW = 7, ENC_PLD = 36;   // warps with K, 16-column chunks a warp, partials' row
-static_assert(ENC_MW * ENC_CW * 16 == D && H_SLICE == 32 && ENC_MW <= WARPS, "encoder mma tiling");
-struct EncFrags { float4 w[ENC_CW][2][2]; };          // [chunk][m-tile][unit g, g + 8]
-__device__ __forceinline__ void enc_load_mma(const float* __restrict__ We, int rank, int warp, int lane,
-                                             EncFrags& f) {
-  const int g = lane >> 2, t = lane & 3, w = min(warp, ENC_MW - 1);
-#pragma unroll
-  for (int c = 0; c < ENC_CW; ++c)
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        f.w[c][mt][h] = warp < ENC_MW
-            ? __ldg(reinterpret_cast<const float4*>(We + (size_t)(rank * H_SLICE + 16 * mt + 8 * h + g) * D
-                                                    + 16 * (ENC_CW * w + c) + 4 * t))
-            : make_float4(0.f, 0.f, 0.f, 0.f);
-}
-template <int R>
-__device__ __forceinline__ void enc_mma(float* smem, const EncFrags& f, const float* __restrict__ be, int rank,
-                                        int warp, int lane, int tid) {
-  using S = Smem<R>;
-  constexpr int NTF = R / RC, REM = R % RC;
-  static_assert(ENC_MW * R * ENC_PLD <= DEC_KG * R * PART_LD, "the encoder's partials fit PART");
-  const int g = lane >> 2, t = lane & 3;
-  float* part = smem + S::PART;   // [ENC_MW][R][ENC_PLD]
-  if (warp < ENC_MW) {
-    float acc[NTF][2][3][4];
-#pragma unroll
-    for (int nt = 0; nt < NTF; ++nt)
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int p = 0; p < 3; ++p)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) acc[nt][mt][p][i] = 0.f;
-#pragma unroll
-    for (int c = 0; c < ENC_CW; ++c) {
-      const int k = 16 * (ENC_CW * warp + c) + 4 * t;
-      uint32_t ab[2][2][4], as[2][2][4];   // [m-tile][step][a0..a3]
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        const float4 lo = f.w[c][mt][0], hi = f.w[c][mt][1];
-        split(lo.x, ab[mt][0][0], as[mt][0][0]); split(hi.x, ab[mt][0][1], as[mt][0][1]);
-        split(lo.y, ab[mt][0][2], as[mt][0][2]); split(hi.y, ab[mt][0][3], as[mt][0][3]);
-        split(lo.z, ab[mt][1][0], as[mt][1][0]); split(hi.z, ab[mt][1][1], as[mt][1][1]);
-        split(lo.w, ab[mt][1][2], as[mt][1][2]); split(hi.w, ab[mt][1][3], as[mt][1][3]);
-      }
-#pragma unroll
-      for (int nt = 0; nt < NTF; ++nt) {
-        const float4 xv = *reinterpret_cast<const float4*>(smem + S::X + (RC * nt + g) * D + k);
-        uint32_t bb[4], bs[4];
-        split(xv.x, bb[0], bs[0]); split(xv.y, bb[1], bs[1]);
-        split(xv.z, bb[2], bs[2]); split(xv.w, bb[3], bs[3]);
-#pragma unroll
-        for (int st = 0; st < 2; ++st)
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt) {
-            mma(acc[nt][mt][0], as[mt][st], bb[2 * st], bb[2 * st + 1]);
-            mma(acc[nt][mt][1], ab[mt][st], bs[2 * st], bs[2 * st + 1]);
-            mma(acc[nt][mt][2], ab[mt][st], bb[2 * st], bb[2 * st + 1]);
-          }
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < NTF; ++nt)
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          part[(warp * R + RC * nt + 2 * t + (i & 1)) * ENC_PLD + 16 * mt + g + 8 * (i >> 1)] =
-              (acc[nt][mt][0][i] + acc[nt][mt][1][i]) + acc[nt][mt][2][i];
-    if constexpr (REM > 0) {   // the row left (R % 8 = 1) in FMAs from the same registers, summed over a g's 4 lanes
-      float s4[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
-#pragma unroll
-      for (int c = 0; c < ENC_CW; ++c) {
-        const float4 xv = *reinterpret_cast<const float4*>(smem + S::X + (RC * NTF) * D + 16 * (ENC_CW * warp + c) + 4 * t);
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            float a = s4[mt][h];
-            a = fmaf(f.w[c][mt][h].x, xv.x, a);
-            a = fmaf(f.w[c][mt][h].y, xv.y, a);
-            a = fmaf(f.w[c][mt][h].z, xv.z, a);
-            a = fmaf(f.w[c][mt][h].w, xv.w, a);
-            s4[mt][h] = a;
-          }
-      }
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float a = s4[mt][h];
-          a += __shfl_xor_sync(0xffffffffu, a, 1);
-          a += __shfl_xor_sync(0xffffffffu, a, 2);
-          if (t == 0) part[(warp * R + RC * NTF) * ENC_PLD + 16 * mt + 8 * h + g] = a;
-        }
-    }
-  }
-  __syncthreads();
-  for (int e = tid; e < R * H_SLICE; e += THREADS) {
-    const int r = e / H_SLICE, u = e % H_SLICE;
-    float sum = 0.f;
-#pragma unroll
-    for (int w = 0; w < ENC_MW; ++w) sum += part[(w * R + r) * ENC_PLD + u];
-    smem[S::HID + r * H + rank * H_SLICE + u] = fmaxf(sum + __ldg(be + rank * H_SLICE + u), 0.f);
-  }
-}
-#endif
-
 // mu | logvar, one warp: unit `warp` of this block's MULV_U x rows [r0, r0+RN), lanes split K=256.
 template <int R, int RN>
 __device__ __forceinline__ void mulv_rows(float* smem, const WarpRows<1, H>& w, float bias,
@@ -840,14 +721,9 @@ vae_elbo_kernel(const float* __restrict__ x,
   // ---- phase 1: encoder, h = relu(x We^T + be)
   const int unit0 = rank * H_SLICE + warp * ENC_U;
   {
-#ifdef VAE_CK_ENC_MMA
-    EncFrags w;
-    enc_load_mma(We, rank, warp, lane, w);
-#else
     WarpRows<ENC_U, D> w;
 #ifndef VAE_SKIP_ENC
     load_rows(We, unit0, lane, w);
-#endif
 #endif
     mbar_wait(&bars[BAR_X], 0);
     __syncthreads();   // zero-filled rows visible
@@ -855,13 +731,9 @@ vae_elbo_kernel(const float* __restrict__ x,
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 1   // dev (wrong results): up to the x tile
     if (B > 0) return;
 #endif
-#ifdef VAE_CK_ENC_MMA
-    enc_mma<R>(smem, w, be, rank, warp, lane, tid);
-#else
 #pragma unroll 1
     for (int q = 0; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
     if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
-#endif
   }
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 2   // dev (wrong results): up to the encoder (its h read back)
   __syncthreads();
