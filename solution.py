@@ -707,7 +707,11 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll
     for (int i = 0; i < 6; ++i) mbar_init(&bars[i]);
     mbar_expect(&bars[BAR_X], (uint32_t)(rows * D * sizeof(float)));
+#ifdef VAE_CK_W2_CPASYNC
+    mbar_expect(&bars[BAR_W2], 0u);   // dev: W2 by cp.async, waited for by each thread
+#else
     mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // one bulk copy per row, below
+#endif
     mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_Z], (uint32_t)((CLUSTER - 1) * R * L_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_OUT], rank == 0 ? (uint32_t)((CLUSTER - 1) * R * (1 + L_SLICE) * sizeof(float)) : 0u);
@@ -744,6 +748,18 @@ vae_elbo_kernel(const float* __restrict__ x,
   }
   if (B > 0) return;
 #endif
+  PROF(11);   // the encoder's arithmetic done (PROF(2) follows the copies' issue)
+#ifdef VAE_CK_W2_CPASYNC
+  {  // dev: W2 rows into padded smem rows by 16-byte cp.async from every thread (24-25 each; 1 KB bulk copies
+     // ran at 16 B/clk/SM in tools/ingest_probe.py, 16-byte loads at ~54), waited for before phase 4
+    constexpr int CH = H / 4, N = D_SLICE * CH;
+    for (int e = tid; e < N; e += THREADS) {
+      const int p = e / CH, c = e % CH;
+      cp_async16(smem_u32(smem + S::W2 + p * HS + 4 * c), W2 + ((size_t)rank * D_SLICE + p) * H + 4 * c, true);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  }
+#else
   {  // W2 rows into padded smem rows (stride HS), one bulk copy each, 13 per warp: issued here, where
      // the warps wait for h anyway (at the start they delayed the x tile by ~4 K cycles); they land
      // long before phase 4. BAR_W2 was armed with their bytes at the start.
@@ -752,6 +768,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       bulk_copy(smem + S::W2 + p * HS, W2 + ((size_t)rank * D_SLICE + p) * H, (uint32_t)(H * sizeof(float)),
                 &bars[BAR_W2]);
   }
+#endif
   // prefetch phase 2 weights: warp w -> unit j2 of mu (w < 4) or logvar
   const int j2 = rank * L_SLICE + warp % L_SLICE;
   const bool is_mu = warp < L_SLICE;
@@ -842,9 +859,14 @@ vae_elbo_kernel(const float* __restrict__ x,
   mbar_wait_cluster(&bars[BAR_H2], 0);
   PROF(5);
 
-  // ---- phase 4: decoder output logits on the tensor cores (3xTF32): warp w -> k-group w % 4 of
-  // tiles [0, 7) (w < 4) or [7, 13); partial logits per k-group to PART
+  // ---- phase 4: decoder output logits (dec_logits_ffma at R <= 9, else dec_logits_mma); partial logits
+  // per k-group to PART
+#ifdef VAE_CK_W2_CPASYNC
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  __syncthreads();   // every thread's W2 copies landed
+#else
   mbar_wait(&bars[BAR_W2], 0);
+#endif
   PROF(6);
   if constexpr (R <= 9) {
     dec_logits_ffma<R>(smem, warp, lane);
@@ -881,9 +903,9 @@ vae_elbo_kernel(const float* __restrict__ x,
   }
   PROF(8);
 #ifdef VAE_TIMELINE
-#define VAE_TL_PRINT(n) do { if (tid == 0) printf("tl %d %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", \
+#define VAE_TL_PRINT(n) do { if (tid == 0) printf("tl %d %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", \
     (int)blockIdx.x, B, n, prof[0], prof[1], prof[2], prof[3], prof[4], prof[5], prof[6], prof[7], prof[8], \
-    prof[9], prof[10]); } while (0)
+    prof[9], prof[10], prof[11]); } while (0)
   if (rank != 0) VAE_TL_PRINT(9);
 #endif
   if (rank != 0) return;   // nothing writes into a block that is past its last wait
