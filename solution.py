@@ -572,7 +572,12 @@ __device__ __forceinline__ void dec_logits_mma(float* smem, int kg, int nt0, int
 template <int R>
 __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane) {
   using S = Smem<R>;
+#ifdef VAE_CK_DEC_PX   // dev: 3 slots of 32 pixels; the 2 left (96, 97) over lane pairs by k, shuffle-summed
+  constexpr int NS = D_SLICE / 32, KW = H / WARPS, PX = D_SLICE - 32 * NS;
+  static_assert(PX == 2 && KW == 32, "the pixels left: one per lane parity, 2 k a lane");
+#else
   constexpr int NS = (D_SLICE + 31) / 32, KW = H / WARPS;
+#endif
   float acc[NS][R];
 #pragma unroll
   for (int j = 0; j < NS; ++j)
@@ -603,6 +608,21 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
     }
   }
 #endif
+#ifdef VAE_CK_DEC_PX
+  float accx[R];   // pixel 32 NS + lane % 2, k = k0 + 2 (lane / 2) + {0, 1}; then summed over the 16 lanes
+  {
+    const float2 wx = *reinterpret_cast<const float2*>(w2 + (32 * NS + (lane & 1)) * HS + 2 * (lane >> 1));
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float2 h = *reinterpret_cast<const float2*>(h2 + r * HS + 2 * (lane >> 1));
+      accx[r] = fmaf(wx.y, h.y, wx.x * h.x);
+    }
+#pragma unroll
+    for (int o = 2; o < 32; o <<= 1)
+#pragma unroll
+      for (int r = 0; r < R; ++r) accx[r] += __shfl_xor_sync(0xffffffffu, accx[r], o);
+  }
+#endif
   float* part = smem + S::PART + (warp % DEC_KG) * R * PART_LD;
   if (warp >= DEC_KG) {
 #pragma unroll
@@ -610,6 +630,11 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
       if (lane + 32 * j < D_SLICE)
 #pragma unroll
         for (int r = 0; r < R; ++r) part[r * PART_LD + lane + 32 * j] = acc[j][r];
+#ifdef VAE_CK_DEC_PX
+    if (lane < PX)
+#pragma unroll
+      for (int r = 0; r < R; ++r) part[r * PART_LD + 32 * NS + lane] = accx[r];
+#endif
   }
   __syncthreads();
   if (warp < DEC_KG) {
@@ -618,6 +643,11 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
       if (lane + 32 * j < D_SLICE)
 #pragma unroll
         for (int r = 0; r < R; ++r) part[r * PART_LD + lane + 32 * j] += acc[j][r];
+#ifdef VAE_CK_DEC_PX
+    if (lane < PX)
+#pragma unroll
+      for (int r = 0; r < R; ++r) part[r * PART_LD + 32 * NS + lane] += accx[r];
+#endif
   }
 }
 
