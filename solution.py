@@ -313,27 +313,28 @@ struct WarpRows {
   float4 w[FULL][U];
   float t[U];   // column 128 FULL + lane (0 for lanes >= TAIL)
 };
-template <int U, int K>
+// (W's rows LD floats apart)
+template <int U, int K, int LD = K>
 __device__ __forceinline__ void load_rows(const float* __restrict__ W, int unit0, int lane, WarpRows<U, K>& w) {
   using WR = WarpRows<U, K>;
 #pragma unroll
   for (int it = 0; it < WR::FULL; ++it)
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      w.w[it][u] = __ldg(reinterpret_cast<const float4*>(W + (size_t)(unit0 + u) * K) + lane + 32 * it);
+      w.w[it][u] = __ldg(reinterpret_cast<const float4*>(W + (size_t)(unit0 + u) * LD) + lane + 32 * it);
 #pragma unroll
   for (int u = 0; u < U; ++u)
-    w.t[u] = WR::TAIL > 0 && lane < WR::TAIL ? __ldg(W + (size_t)(unit0 + u) * K + 128 * WR::FULL + lane) : 0.f;
+    w.t[u] = WR::TAIL > 0 && lane < WR::TAIL ? __ldg(W + (size_t)(unit0 + u) * LD + 128 * WR::FULL + lane) : 0.f;
 }
-// acc[u*R + r] += sum over this lane's columns of w[.][u] . act[r][.]  (act: R x K in smem)
-template <int R, int U, int K>
+// acc[u*R + r] += sum over this lane's columns of w[.][u] . act[r][.]  (act: R x K in smem, rows LD floats apart)
+template <int R, int U, int K, int LD = K>
 __device__ __forceinline__ void dot_rows(const WarpRows<U, K>& w, const float* act, int lane, float (&acc)[U * R]) {
   using WR = WarpRows<U, K>;
 #pragma unroll
   for (int it = 0; it < WR::FULL; ++it) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float4 a = reinterpret_cast<const float4*>(act + r * K)[lane + 32 * it];
+      const float4 a = reinterpret_cast<const float4*>(act + r * LD)[lane + 32 * it];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         float s = acc[u * R + r];
@@ -349,7 +350,7 @@ __device__ __forceinline__ void dot_rows(const WarpRows<U, K>& w, const float* a
     const int k = 128 * WR::FULL + min(lane, WR::TAIL - 1);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float a = act[r * K + k];
+      const float a = act[r * LD + k];
 #pragma unroll
       for (int u = 0; u < U; ++u) acc[u * R + r] = fmaf(w.t[u], a, acc[u * R + r]);
     }
@@ -672,6 +673,31 @@ __device__ __forceinline__ void enc_rows(float* smem, const WarpRows<ENC_U, D>& 
   }
 }
 
+#ifdef VAE_CK_ENC_U8
+// dev: warps w and w + 4 share units 8 (w % 4) .. + 8 of the block's 32, each one half of K (392 columns: 3
+// float4 passes and 8 single columns), so an x float4 from smem feeds 32 FMAs, not 16 (the encoder is ~31% of
+// the FFMA peak, and each 16-FMA LDS.128 takes 4 of the shared-memory pipe's wavefronts); the two halves' sums
+// meet in PART ([2][R][32]) and are added, with the bias, after a block barrier.
+constexpr int ENC8_U = 8, ENC8_K = D / 2;
+static_assert(4 * ENC8_U == H_SLICE && WARPS == 8 && D % 8 == 0, "warp pairs: 4 groups of 8 units x 2 halves of K");
+template <int R, int RN>
+__device__ __forceinline__ void enc8_rows(float* smem, const WarpRows<ENC8_U, ENC8_K>& w, int kh, int ul0, int r0,
+                                          int lane) {
+  using S = Smem<R>;
+  constexpr int N = ENC8_U * RN;
+  float acc[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i] = 0.f;
+  dot_rows<RN, ENC8_U, ENC8_K, D>(w, smem + S::X + r0 * D + kh * ENC8_K, lane, acc);
+  warp_reduce_scatter<N>(acc, lane);
+#pragma unroll
+  for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
+    const int e = scatter_entry<N>(lane, t), u = e / RN, r = r0 + e % RN;
+    if (scatter_writer<N>(lane)) smem[S::PART + (kh * R + r) * H_SLICE + ul0 + u] = acc[t];
+  }
+}
+#endif
+
 // mu | logvar, one warp: unit `warp` of this block's MULV_U x rows [r0, r0+RN), lanes split K=256.
 template <int R, int RN>
 __device__ __forceinline__ void mulv_rows(float* smem, const WarpRows<1, H>& w, float bias,
@@ -755,9 +781,15 @@ vae_elbo_kernel(const float* __restrict__ x,
   // ---- phase 1: encoder, h = relu(x We^T + be)
   const int unit0 = rank * H_SLICE + warp * ENC_U;
   {
+#ifdef VAE_CK_ENC_U8
+    const int kh = warp / 4, ul0 = ENC8_U * (warp % 4);
+    WarpRows<ENC8_U, ENC8_K> w;
+    load_rows<ENC8_U, ENC8_K, D>(We + kh * ENC8_K, rank * H_SLICE + ul0, lane, w);
+#else
     WarpRows<ENC_U, D> w;
 #ifndef VAE_SKIP_ENC
     load_rows(We, unit0, lane, w);
+#endif
 #endif
     mbar_wait(&bars[BAR_X], 0);
     __syncthreads();   // zero-filled rows visible
@@ -765,9 +797,21 @@ vae_elbo_kernel(const float* __restrict__ x,
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 1   // dev (wrong results): up to the x tile
     if (B > 0) return;
 #endif
+#ifdef VAE_CK_ENC_U8
+#pragma unroll 1
+    for (int q = 0; q < Q; ++q) enc8_rows<R, RC>(smem, w, kh, ul0, q * RC, lane);
+    if constexpr (REM > 0) enc8_rows<R, REM>(smem, w, kh, ul0, Q * RC, lane);
+    __syncthreads();   // both halves' sums in PART
+    for (int e = tid; e < R * H_SLICE; e += THREADS) {
+      const int r = e / H_SLICE, u = e % H_SLICE;
+      smem[S::HID + r * H + rank * H_SLICE + u] =
+          fmaxf((smem[S::PART + r * H_SLICE + u] + smem[S::PART + (R + r) * H_SLICE + u]) + __ldg(be + rank * H_SLICE + u), 0.f);
+    }
+#else
 #pragma unroll 1
     for (int q = 0; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
     if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
+#endif
   }
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 2   // dev (wrong results): up to the encoder (its h read back)
   __syncthreads();
