@@ -48,8 +48,10 @@ Noise: drawn in-kernel with torch's Philox layout and the default CUDA generator
 reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an input instead
 (vae_forward_eps, CPP_DECL_EPS: the leaderboard exports of `python -m harness export`).
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE_PROFILE_CHUNKS the wg
-kernel's per-chunk and per-layer split too), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel
-ended after a phase: GPU time by prefix); for vae_elbo_kernel_wg VAE_WG_*
+kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
+phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
+phase: GPU time by prefix), VAE_CK_W2_CPASYNC, VAE_CK_DEC_PX, VAE_CK_ENC_U8 (cluster-kernel candidates not
+yet measured: notes/solution.md, session 15); for vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
 """
