@@ -315,7 +315,7 @@ struct WarpRows {
   float4 w[FULL][U];
   float t[U];   // column 128 FULL + lane (0 for lanes >= TAIL)
 };
-// (W's rows LD floats apart)
+// w for rows [unit0, unit0 + U) of W, its rows LD floats apart
 template <int U, int K, int LD = K>
 __device__ __forceinline__ void load_rows(const float* __restrict__ W, int unit0, int lane, WarpRows<U, K>& w) {
   using WR = WarpRows<U, K>;
