@@ -118,6 +118,8 @@ def main():
     ap.add_argument("--check-sizes", default=",".join(map(str, CHECK_SIZES)),
                     help="batch sizes each variant is checked at against eager before timing (comma list)")
     ap.add_argument("--no-eager", action="store_true", help="leave out the eager-in-a-CUDA-graph column")
+    ap.add_argument("--back-to-back", action="store_true",
+                    help="time all replays between one event pair (no host gap), not an event pair per replay")
     ap.add_argument("--save", action="store_true", help="only write the @REV sources under build/ab (no GPU needed)")
     ap.add_argument("--build", action="store_true", help=argparse.SUPPRESS)   # one variant, in a child
     ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)   # one variant, in a child
@@ -163,8 +165,9 @@ def main():
     eager = models(timed[0][1])[0]
     if not args.no_eager:   # the reference's kernels in one graph: the yardstick, same process
         nets.append(("eager graph", lambda x: eager(x)))
-    print(f"\nGPU us per forward (CUDA-graph replay of 20 calls, median of {args.rounds} interleaved rounds), "
-          f"rows_per_tile {args.rows}")
+    print(f"\nGPU us per forward (CUDA-graph replay of 20 calls, "
+          f"{'50 replays back to back' if args.back_to_back else 'an event pair per replay'}, median of "
+          f"{args.rounds} interleaved rounds), rows_per_tile {args.rows}")
     print(f"{'B':>7s} " + " ".join(f"{name:>12s}" for name, _ in nets))
     for B in (int(b) for b in args.sizes.split(",")):
         x = torch.rand(B, 784, device="cuda")
@@ -172,7 +175,7 @@ def main():
         for _ in range(args.rounds):
             for name, net in nets:
                 try:
-                    samples[name].append(graph_us(lambda: net(x)))
+                    samples[name].append(graph_us(lambda: net(x), back_to_back=args.back_to_back))
                 except RuntimeError:   # this rows_per_tile rejects this B (a variant with other limits)
                     samples[name].append(float("nan"))
         med = {name: statistics.median(samples[name]) for name, _ in nets}
