@@ -50,7 +50,7 @@ reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an inp
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE_PROFILE_CHUNKS the wg
 kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
-phase: GPU time by prefix), VAE_CK_W2_CPASYNC, VAE_CK_DEC_PX, VAE_CK_ENC_U8 (cluster-kernel candidates not
+phase: GPU time by prefix), VAE_CK_W2_CPASYNC, VAE_CK_DEC_PX, VAE_CK_ENC_U8, VAE_CK_WE_SPLIT (cluster-kernel candidates not
 yet measured: notes/solution.md, session 15); for vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
@@ -315,18 +315,21 @@ struct WarpRows {
   float4 w[FULL][U];
   float t[U];   // column 128 FULL + lane (0 for lanes >= TAIL)
 };
-// w for rows [unit0, unit0 + U) of W, its rows LD floats apart
-template <int U, int K, int LD = K>
+// w for rows [unit0, unit0 + U) of W, its rows LD floats apart (passes [FROM, TO), TO < 0: all; the tail columns
+// with WITH_TAIL)
+template <int U, int K, int LD = K, int FROM = 0, int TO = -1, bool WITH_TAIL = true>
 __device__ __forceinline__ void load_rows(const float* __restrict__ W, int unit0, int lane, WarpRows<U, K>& w) {
   using WR = WarpRows<U, K>;
 #pragma unroll
-  for (int it = 0; it < WR::FULL; ++it)
+  for (int it = FROM; it < (TO < 0 ? WR::FULL : TO); ++it)
 #pragma unroll
     for (int u = 0; u < U; ++u)
       w.w[it][u] = __ldg(reinterpret_cast<const float4*>(W + (size_t)(unit0 + u) * LD) + lane + 32 * it);
+  if constexpr (WITH_TAIL) {
 #pragma unroll
-  for (int u = 0; u < U; ++u)
-    w.t[u] = WR::TAIL > 0 && lane < WR::TAIL ? __ldg(W + (size_t)(unit0 + u) * LD + 128 * WR::FULL + lane) : 0.f;
+    for (int u = 0; u < U; ++u)
+      w.t[u] = WR::TAIL > 0 && lane < WR::TAIL ? __ldg(W + (size_t)(unit0 + u) * LD + 128 * WR::FULL + lane) : 0.f;
+  }
 }
 // acc[u*R + r] += sum over this lane's columns of w[.][u] . act[r][.]  (act: R x K in smem, rows LD floats apart)
 template <int R, int U, int K, int LD = K>
@@ -783,19 +786,32 @@ vae_elbo_kernel(const float* __restrict__ x,
   // ---- phase 1: encoder, h = relu(x We^T + be)
   const int unit0 = rank * H_SLICE + warp * ENC_U;
   {
+#ifdef VAE_CK_WE_SPLIT   // dev: only pass 0's We before the x wait, the rest after it (x, sharing the SM's
+    // intake with less, lands sooner; the rest lands while pass 0 runs)
+    constexpr int WE_TO = 1;
+#else
+    constexpr int WE_TO = -1;
+#endif
 #ifdef VAE_CK_ENC_U8
     const int kh = warp / 4, ul0 = ENC8_U * (warp % 4);
     WarpRows<ENC8_U, ENC8_K> w;
-    load_rows<ENC8_U, ENC8_K, D>(We + kh * ENC8_K, rank * H_SLICE + ul0, lane, w);
+    load_rows<ENC8_U, ENC8_K, D, 0, WE_TO, WE_TO < 0>(We + kh * ENC8_K, rank * H_SLICE + ul0, lane, w);
 #else
     WarpRows<ENC_U, D> w;
 #ifndef VAE_SKIP_ENC
-    load_rows(We, unit0, lane, w);
+    load_rows<ENC_U, D, D, 0, WE_TO, WE_TO < 0>(We, unit0, lane, w);
 #endif
 #endif
     mbar_wait(&bars[BAR_X], 0);
     __syncthreads();   // zero-filled rows visible
     PROF(1);
+#ifdef VAE_CK_WE_SPLIT
+#ifdef VAE_CK_ENC_U8
+    load_rows<ENC8_U, ENC8_K, D, 1>(We + kh * ENC8_K, rank * H_SLICE + ul0, lane, w);
+#else
+    load_rows<ENC_U, D, D, 1>(We, unit0, lane, w);
+#endif
+#endif
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 1   // dev (wrong results): up to the x tile
     if (B > 0) return;
 #endif
