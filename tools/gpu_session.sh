@@ -2,7 +2,8 @@
 # One device call: run the named stages in order, each under its own time limit, logs under $OUT,
 # a summary table last. Stages: make-test build all-tests timing-tests strict-tests solution-tests
 # adversarial-gpu make-check make-bench check bench copy sweep profile protocol kernel-dev wgmma-probe hgmma-peak wg-ladder coop-cluster wg-dev
-# ncu-wg (tools/ncu_wg.sh: Nsight Compute stall reasons and hot SASS of the tensor-core kernel).
+# ncu-wg (tools/ncu_wg.sh: Nsight Compute stall reasons and hot SASS of the tensor-core kernel), timeline
+# (tools/timeline.py at B = 1 and 128: every cluster-kernel block's phase ends on one clock).
 # `make-test` is what a newcomer runs (goal: <= 5 min on the H200). `all-tests` is its first half with
 # the build first and 8 processes: the whole suite in parallel (pytest.ini's addopts) except the
 # `gpu_timing` cases, whose verdicts compare timings and want a quiet machine: `timing-tests` runs
@@ -52,6 +53,7 @@ for spec in "$@"; do
               run_stage copy-bench "$limit" python3 -m harness bench --solution tests/solutions/correct/eager_copy.py \
                 --skip compile,compile-ro ;;
     kernel-dev) run_stage kernel-dev "$limit" python3 tools/kernel_dev.py --variants prof --eps ;;
+    timeline) run_stage timeline "$limit" python3 tools/timeline.py --sizes 1,128 ;;
     wgmma-probe) run_stage wgmma-probe "$limit" python3 tools/wgmma_probe.py ;;
     hgmma-peak) run_stage hgmma-peak "$limit" python3 tools/hgmma_peak.py ;;
     wg-ladder) run_stage wg-ladder "$limit" python3 tools/wg_ladder.py ;;
@@ -67,6 +69,6 @@ done
 tar czf "$OUT/results.tgz" results 2>/dev/null
 cat "$OUT/env.log"
 [ -f "$OUT/cases.jsonl" ] && python3 tools/verdict_table.py "$OUT/cases.jsonl" > "$OUT/cases.md"
-for s in wgmma-probe hgmma-peak wg-ladder coop-cluster kernel-dev wg-dev ncu-wg; do [ -f "$OUT/$s.log" ] && { echo "=== $s (tail)"; tail -22 "$OUT/$s.log"; }; done
+for s in wgmma-probe hgmma-peak wg-ladder coop-cluster kernel-dev wg-dev ncu-wg timeline; do [ -f "$OUT/$s.log" ] && { echo "=== $s (tail)"; tail -22 "$OUT/$s.log"; }; done
 for log in "$OUT"/*.log; do grep -E "^[0-9]+ (passed|failed)|^(FAILED|ERROR) " "$log" | sed "s|^|$(basename "$log"): |"; done
 echo "=== summary"; printf '%s\n' "${SUMMARY[@]}"
