@@ -50,8 +50,9 @@ reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an inp
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE_PROFILE_CHUNKS the wg
 kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
-phase: GPU time by prefix), VAE_CK_W2_CPASYNC, VAE_CK_DEC_PX, VAE_CK_ENC_U8, VAE_CK_WE_SPLIT (cluster-kernel candidates not
-yet measured: notes/solution.md, session 15); for vae_elbo_kernel_wg VAE_WG_*
+phase: GPU time by prefix), VAE_CK_W2_CPASYNC, VAE_CK_DEC_PX, VAE_CK_ENC_U8, VAE_CK_WE_SPLIT,
+VAE_CK_EARLY_W1 (cluster-kernel candidates not yet measured: notes/solution.md, session 15); for
+vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
 """
@@ -867,6 +868,15 @@ vae_elbo_kernel(const float* __restrict__ x,
   const float bias2 = __ldg((is_mu ? bmu : blv) + j2);
   WarpRows<1, H> wml;
   load_rows(is_mu ? Wmu : Wlv, j2, lane, wml);
+#ifdef VAE_CK_EARLY_W1   // dev: phase 3's W1 rows, b1 and b2 from L2 here, not after the z push, where the b2
+  // store into smem waited for its load (one L2 round trip) just before the z wait and phase 3 for W1's
+  const int unit3 = rank * H_SLICE + lane;
+  float4 w3[L / 4];
+#pragma unroll
+  for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)unit3 * L) + k);
+  const float bias3 = __ldg(b1 + unit3);
+  const float b2v = tid < D_SLICE ? __ldg(b2 + rank * D_SLICE + tid) : 0.f;
+#endif
   PROF(2);
   cluster_wait();    // every block of the cluster has started (cheap by now)
   __syncthreads();   // own h slice complete
@@ -912,6 +922,9 @@ vae_elbo_kernel(const float* __restrict__ x,
     if (rank == 0) smem[S::KL + r * L + j] = klt;
     else st_async(cluster_addr(smem + S::KL + r * L + j, 0), klt, cluster_addr(&bars[BAR_OUT], 0));
   }
+#ifdef VAE_CK_EARLY_W1
+  if (tid < D_SLICE) smem[S::B2 + tid] = b2v;   // for phase 5, from smem
+#else
   // prefetch phase 3 weights: lane l owns decoder hidden unit 32 rank + l
   const int unit3 = rank * H_SLICE + lane;
   float4 w3[L / 4];
@@ -919,6 +932,7 @@ vae_elbo_kernel(const float* __restrict__ x,
   for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)unit3 * L) + k);
   const float bias3 = __ldg(b1 + unit3);
   if (tid < D_SLICE) smem[S::B2 + tid] = __ldg(b2 + rank * D_SLICE + tid);   // for phase 5, from smem
+#endif
   mbar_wait_cluster(&bars[BAR_Z], 0);
   __syncthreads();   // own z slice visible
   PROF(4);
