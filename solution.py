@@ -897,6 +897,9 @@ vae_elbo_kernel(const float* __restrict__ x,
   PROF(3);
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 3   // dev (wrong results): up to the h exchange (+ copies, a barrier)
   mbar_wait(&bars[BAR_W2], 0);
+#ifdef VAE_CK_W2_CPASYNC
+  asm volatile("cp.async.wait_all;" ::: "memory");   // no block leaves with its copies in flight
+#endif
   if (tid == 0) out[row0] = eps;
   cluster.sync();
   if (B > 0) return;
