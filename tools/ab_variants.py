@@ -151,6 +151,8 @@ def main():
         sys.exit("no variant built and ran")
     import torch
     from kernel_dev import graph_us
+    from launch_probe import graph_us as back_to_back_us   # 20 replays between one event pair, median of 5
+    timer = back_to_back_us if args.back_to_back else graph_us
     rows = [int(r) for r in args.rows.split(",")]
     x1 = torch.rand(1, 784, device="cuda")
     nets = []   # (column, forward of x): each variant at each rows_per_tile it accepts
@@ -166,7 +168,7 @@ def main():
     if not args.no_eager:   # the reference's kernels in one graph: the yardstick, same process
         nets.append(("eager graph", lambda x: eager(x)))
     print(f"\nGPU us per forward (CUDA-graph replay of 20 calls, "
-          f"{'50 replays back to back' if args.back_to_back else 'an event pair per replay'}, median of "
+          f"{'20 replays back to back' if args.back_to_back else 'an event pair per replay'}, median of "
           f"{args.rounds} interleaved rounds), rows_per_tile {args.rows}")
     print(f"{'B':>7s} " + " ".join(f"{name:>12s}" for name, _ in nets))
     for B in (int(b) for b in args.sizes.split(",")):
@@ -175,7 +177,7 @@ def main():
         for _ in range(args.rounds):
             for name, net in nets:
                 try:
-                    samples[name].append(graph_us(lambda: net(x), back_to_back=args.back_to_back))
+                    samples[name].append(timer(lambda: net(x), calls=20))
                 except RuntimeError:   # this rows_per_tile rejects this B (a variant with other limits)
                     samples[name].append(float("nan"))
         med = {name: statistics.median(samples[name]) for name, _ in nets}

@@ -125,9 +125,8 @@ def per_call_us(fn, n=300):
     return statistics.median(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends))
 
 
-def graph_us(fn, calls=20, reps=50, back_to_back=False):
-    """GPU time per call: replay a graph of `calls` back-to-back calls, an event pair around each replay (the
-    median of `reps`), or with back_to_back around all `reps` replays at once (no host gap between them)."""
+def graph_us(fn, calls=20, reps=50):
+    """GPU time per call: replay a graph of `calls` back-to-back calls."""
     import torch
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -141,14 +140,6 @@ def graph_us(fn, calls=20, reps=50, back_to_back=False):
             fn()
     g.replay()
     torch.cuda.synchronize()
-    if back_to_back:
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(reps):
-            g.replay()
-        b.record()
-        b.synchronize()
-        return a.elapsed_time(b) * 1e3 / (calls * reps)
     times = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
