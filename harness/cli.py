@@ -118,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--batch-size", type=positive_int, help="override the reference's batch_size")
     f.add_argument("--calls", type=positive_int, default=20, help="forwards under torch.profiler (default 20)")
     f.add_argument("--replays", type=positive_int, default=200,
-                   help="CUDA-graph replays for the GPU-only time (default 200)")
+                   help="forwards timed for the GPU-only time, by CUDA-graph replay of 20 "
+                        "forwards a graph (default 200)")
     f.add_argument("--skip-eager", action="store_true", help="profile the solution only")
     export.add_parser(sub)
     return p

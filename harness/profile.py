@@ -4,8 +4,8 @@ For the solution (in its worker, with the reference's weights loaded) and for th
 mode (here):
   - kernels per forward, from torch.profiler over --calls forwards: name, launches per forward, GPU µs
     per forward;
-  - GPU-only time per forward: one forward captured in a CUDA graph and replayed --replays times back
-    to back between two CUDA events (no Python or launch overhead in between); where capture fails,
+  - GPU-only time per forward: 20 forwards captured in one CUDA graph, replayed back to back between two
+    CUDA events until --replays forwards ran (no Python or launch overhead in between); where capture fails,
     the sum of the profiled kernel times;
   - achieved bandwidth (the fewest bytes a forward must move, over its GPU time) and FLOP rate, against
     the copy bandwidth and bf16 matrix rate measured now and the floor (all of it in profiling.py);

@@ -4,8 +4,9 @@ least time it could take.
 - profile_kernels(): kernels per forward from torch.profiler: name, launches per forward, GPU µs per
   forward (the worker runs it on the solution for `profile` and `--strict`; the harness on the
   reference).
-- capture_graph(), graph_gpu_us(): GPU-only time per forward: one forward captured in a CUDA graph
-  and replayed back to back between two CUDA events (no Python or launch overhead in between).
+- capture_graph(), graph_gpu_us(): GPU-only time per forward: FORWARDS_PER_GRAPH forwards captured in
+  one CUDA graph and replayed back to back between two CUDA events (no Python or launch overhead in
+  between; one forward a graph would time the host's replay call for a kernel shorter than it).
 - measure(): both of the above; where capture fails, the sum of the profiled kernel times.
 - measure_ceilings(), roofline_floor_us(), achieved(): copy bandwidth and bf16 matrix rate measured
   now, the floor they give, and how close a measured time comes to them.
@@ -45,9 +46,12 @@ def profile_kernels(fn, calls: int, device) -> list:
     return summarize_kernels(prof.events(), calls)
 
 
-def capture_graph(fn, device):
-    """One call of `fn` captured in a CUDA graph, after three warm-up calls on a side stream (as torch's
-    CUDA-graph documentation does it)."""
+FORWARDS_PER_GRAPH = 20   # a replay costs the host ~5-30 us: one 13 us kernel a graph measured 31 us per forward
+
+
+def capture_graph(fn, device, forwards: int = 1):
+    """`forwards` calls of `fn` captured in one CUDA graph, after three warm-up calls on a side stream (as
+    torch's CUDA-graph documentation does it)."""
     stream = torch.cuda.Stream(device)
     stream.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(stream):
@@ -56,32 +60,38 @@ def capture_graph(fn, device):
     torch.cuda.current_stream(device).wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        fn()
+        for _ in range(forwards):
+            fn()
     return graph
 
 
-def graph_gpu_us(fn, device, replays: int) -> float:
-    """GPU time per forward from `replays` back-to-back replays of one captured forward."""
-    graph = capture_graph(fn, device)
+def graph_gpu_us(fn, device, replays: int) -> tuple:
+    """(GPU time per forward, graph replays) from about `replays` forwards: graphs of FORWARDS_PER_GRAPH
+    forwards replayed back to back, so the GPU never waits for the host's next replay call."""
+    per_graph = min(FORWARDS_PER_GRAPH, replays)
+    graphs = -(-replays // per_graph)
+    graph = capture_graph(fn, device, per_graph)
     graph.replay()
     timing._synchronize(device)
     start, end = timing._Event(enable_timing=True), timing._Event(enable_timing=True)
     timing._record(start)
-    for _ in range(replays):
+    for _ in range(graphs):
         graph.replay()
     timing._record(end)
     timing._synchronize(device)
-    return timing._elapsed_time(start, end) * 1e3 / replays
+    return timing._elapsed_time(start, end) * 1e3 / (graphs * per_graph), graphs
 
 
 def measure(fn, device, calls: int, replays: int) -> dict:
     """Kernels and GPU-only time of `fn`, a zero-argument forward."""
+    timing.warm_clock(device)   # an idle clock (345 of 1980 MHz here) makes every figure 1.2-5x worse
     with torch.no_grad():
         kernels = profile_kernels(fn, calls, device)
         out = {"kernels": kernels, "calls": calls, "kernel_sum_us": sum(k["gpu_us_per_forward"] for k in kernels)}
         try:
-            out["graph_us"] = graph_gpu_us(fn, device, replays)
-            out["replays"] = replays
+            out["graph_us"], graphs = graph_gpu_us(fn, device, replays)
+            out["forwards_per_graph"] = min(FORWARDS_PER_GRAPH, replays)
+            out["replays"] = graphs
         except Exception as e:
             out["graph_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
     out["gpu_us"] = out.get("graph_us", out["kernel_sum_us"])

@@ -187,8 +187,9 @@ def format_kernels(title: str, m: dict) -> list:
     lines += ["  " + line for line in table(["kernel", "per forward", "GPU us/forward", "share"],
                                                     rows).splitlines()]
     if "graph_us" in m:
-        lines.append(f"  GPU-only time per forward: {m['graph_us']:.2f} us (one forward captured in a CUDA graph, "
-                     f"{m['replays']} replays back to back); profiled kernels sum to {m['kernel_sum_us']:.2f} us")
+        n = m.get("forwards_per_graph", 1)
+        lines.append(f"  GPU-only time per forward: {m['graph_us']:.2f} us ({n} forward{'s' if n != 1 else ''} in one "
+                     f"CUDA graph, {m['replays']} replays back to back); profiled kernels sum to {m['kernel_sum_us']:.2f} us")
     else:
         lines.append(f"  GPU-only time per forward: {m['kernel_sum_us']:.2f} us (sum of profiled kernel times; "
                      f"CUDA-graph capture failed: {m.get('graph_error', '?')})")

@@ -351,7 +351,8 @@ def _profile_verdict():
          "shape": "batch_size=128 (default)", "calls": 20, "failures": [],
          "environment": {"gpu": "NVIDIA H200", "torch": "2.14.1", "device": "cuda"},
          "profiles": {
-             "solution": {"kernels": kernels, "calls": 20, "kernel_sum_us": 9.1, "graph_us": 8.8, "replays": 200,
+             "solution": {"kernels": kernels, "calls": 20, "kernel_sum_us": 9.1, "graph_us": 8.8, "replays": 10,
+                          "forwards_per_graph": 20,
                           "gpu_us": 8.8, "gpu_us_source": "CUDA-graph replay"},
              "eager": {"kernels": eager, "calls": 20, "kernel_sum_us": 12.0, "graph_error": "RuntimeError: capture",
                        "gpu_us": 12.0, "gpu_us_source": "sum of profiled kernel times"}},
@@ -361,12 +362,25 @@ def _profile_verdict():
     return v
 
 
+@pytest.mark.gpu
+def test_graph_gpu_us_runs_many_forwards_per_replay():
+    # One forward a graph timed the host's replay call, not the GPU: a 13 us kernel read 31 us per forward.
+    # Every replay must run FORWARDS_PER_GRAPH forwards: count them on the GPU.
+    counter = torch.zeros(1, device="cuda")
+    us, graphs = profiling.graph_gpu_us(lambda: counter.add_(1), torch.device("cuda"), replays=60)
+    n = profiling.FORWARDS_PER_GRAPH
+    assert graphs == -(-60 // n) == 3
+    # 3 warm-up calls, the capture (which runs nothing), one untimed replay, then the timed replays
+    assert counter.item() == 3 + n * (1 + graphs)
+    assert 0 < us < 1e3
+
+
 def test_format_profile_content():
     text = report.format_profile(_profile_verdict(), 0)
     assert text.splitlines()[0].startswith("profile: solution.py on NVIDIA H200, batch_size=128 (default)")
     assert "solution: 1 kernel launch per forward (1 distinct)" in text
     assert "reference eager: 3 kernel launches per forward (3 distinct)" in text
-    assert "GPU-only time per forward: 8.80 us (one forward captured in a CUDA graph, 200 replays" in text
+    assert "GPU-only time per forward: 8.80 us (20 forwards in one CUDA graph, 10 replays back to back)" in text
     assert "12.00 us (sum of profiled kernel times; CUDA-graph capture failed: RuntimeError: capture)" in text
     row = next(line for line in text.splitlines() if line.strip().startswith("solution ") and "%" in line)
     # 1.23 MB in 8.8 us = 140 GB/s = 3.5% of 4 TB/s; 53.6 MFLOP in 8.8 us = 6.09 TFLOP/s = 0.81% of 750
