@@ -50,9 +50,7 @@ reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an inp
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE_PROFILE_CHUNKS the wg
 kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
-phase: GPU time by prefix), VAE_CK_W2_CPASYNC, VAE_CK_DEC_PX, VAE_CK_ENC_U8, VAE_CK_WE_SPLIT,
-VAE_CK_EARLY_W1 (cluster-kernel candidates not yet measured: notes/solution.md, session 15); for
-vae_elbo_kernel_wg VAE_WG_*
+phase: GPU time by prefix); for vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
 """
@@ -316,31 +314,28 @@ struct WarpRows {
   float4 w[FULL][U];
   float t[U];   // column 128 FULL + lane (0 for lanes >= TAIL)
 };
-// w for rows [unit0, unit0 + U) of W, its rows LD floats apart (passes [FROM, TO), TO < 0: all; the tail columns
-// with WITH_TAIL)
-template <int U, int K, int LD = K, int FROM = 0, int TO = -1, bool WITH_TAIL = true>
+// w for rows [unit0, unit0 + U) of W (. x K)
+template <int U, int K>
 __device__ __forceinline__ void load_rows(const float* __restrict__ W, int unit0, int lane, WarpRows<U, K>& w) {
   using WR = WarpRows<U, K>;
 #pragma unroll
-  for (int it = FROM; it < (TO < 0 ? WR::FULL : TO); ++it)
+  for (int it = 0; it < WR::FULL; ++it)
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      w.w[it][u] = __ldg(reinterpret_cast<const float4*>(W + (size_t)(unit0 + u) * LD) + lane + 32 * it);
-  if constexpr (WITH_TAIL) {
+      w.w[it][u] = __ldg(reinterpret_cast<const float4*>(W + (size_t)(unit0 + u) * K) + lane + 32 * it);
 #pragma unroll
-    for (int u = 0; u < U; ++u)
-      w.t[u] = WR::TAIL > 0 && lane < WR::TAIL ? __ldg(W + (size_t)(unit0 + u) * LD + 128 * WR::FULL + lane) : 0.f;
-  }
+  for (int u = 0; u < U; ++u)
+    w.t[u] = WR::TAIL > 0 && lane < WR::TAIL ? __ldg(W + (size_t)(unit0 + u) * K + 128 * WR::FULL + lane) : 0.f;
 }
-// acc[u*R + r] += sum over this lane's columns of w[.][u] . act[r][.]  (act: R x K in smem, rows LD floats apart)
-template <int R, int U, int K, int LD = K>
+// acc[u*R + r] += sum over this lane's columns of w[.][u] . act[r][.]  (act: R x K in smem)
+template <int R, int U, int K>
 __device__ __forceinline__ void dot_rows(const WarpRows<U, K>& w, const float* act, int lane, float (&acc)[U * R]) {
   using WR = WarpRows<U, K>;
 #pragma unroll
   for (int it = 0; it < WR::FULL; ++it) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float4 a = reinterpret_cast<const float4*>(act + r * LD)[lane + 32 * it];
+      const float4 a = reinterpret_cast<const float4*>(act + r * K)[lane + 32 * it];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         float s = acc[u * R + r];
@@ -356,7 +351,7 @@ __device__ __forceinline__ void dot_rows(const WarpRows<U, K>& w, const float* a
     const int k = 128 * WR::FULL + min(lane, WR::TAIL - 1);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float a = act[r * LD + k];
+      const float a = act[r * K + k];
 #pragma unroll
       for (int u = 0; u < U; ++u) acc[u * R + r] = fmaf(w.t[u], a, acc[u * R + r]);
     }
@@ -572,19 +567,16 @@ __device__ __forceinline__ void dec_logits_mma(float* smem, int kg, int nt0, int
 }
 
 // Last layer of the cluster kernel at R <= 9, in plain fp32 FMAs (faster there than dec_logits_mma, whose
-// m16 tiles would be half empty). Warp w takes k in [32 w, +32), lane l pixels l + 32 j (j < 4; the
-// 4th slot is real for lanes 0, 1 only) of all R rows: per 4 k one 16-byte W2 load per slot (rows 260
-// floats apart: conflict-free) and one broadcast h2 load per row. Warps 4-7 store their partial logits
+// m16 tiles would be half empty). Warp w takes k in [32 w, +32), lane l pixels l + 32 j (j < 3) of all R
+// rows: per 4 k one 16-byte W2 load per slot (rows 260 floats apart: conflict-free) and one broadcast h2
+// load per row; the 2 pixels left (96, 97) by lane parity, 2 k a lane, shuffle-summed over the 16 lanes
+// of each parity (a 4th slot of 32 lanes for 2 pixels measured 0.2-0.5 us slower). Warps 4-7 store their partial logits
 // to PART[w - 4], warps 0-3 add theirs (fixed order), so PART holds DEC_KG = 4 k-group sums as before.
 template <int R>
 __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane) {
   using S = Smem<R>;
-#ifdef VAE_CK_DEC_PX   // dev: 3 slots of 32 pixels; the 2 left (96, 97) over lane pairs by k, shuffle-summed
   constexpr int NS = D_SLICE / 32, KW = H / WARPS, PX = D_SLICE - 32 * NS;
   static_assert(PX == 2 && KW == 32, "the pixels left: one per lane parity, 2 k a lane");
-#else
-  constexpr int NS = (D_SLICE + 31) / 32, KW = H / WARPS;
-#endif
   float acc[NS][R];
 #pragma unroll
   for (int j = 0; j < NS; ++j)
@@ -615,7 +607,6 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
     }
   }
 #endif
-#ifdef VAE_CK_DEC_PX
   float accx[R];   // pixel 32 NS + lane % 2, k = k0 + 2 (lane / 2) + {0, 1}; then summed over the 16 lanes
   {
     const float2 wx = *reinterpret_cast<const float2*>(w2 + (32 * NS + (lane & 1)) * HS + 2 * (lane >> 1));
@@ -629,7 +620,6 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
 #pragma unroll
       for (int r = 0; r < R; ++r) accx[r] += __shfl_xor_sync(0xffffffffu, accx[r], o);
   }
-#endif
   float* part = smem + S::PART + (warp % DEC_KG) * R * PART_LD;
   if (warp >= DEC_KG) {
 #pragma unroll
@@ -637,11 +627,9 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
       if (lane + 32 * j < D_SLICE)
 #pragma unroll
         for (int r = 0; r < R; ++r) part[r * PART_LD + lane + 32 * j] = acc[j][r];
-#ifdef VAE_CK_DEC_PX
     if (lane < PX)
 #pragma unroll
       for (int r = 0; r < R; ++r) part[r * PART_LD + 32 * NS + lane] = accx[r];
-#endif
   }
   __syncthreads();
   if (warp < DEC_KG) {
@@ -650,11 +638,9 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
       if (lane + 32 * j < D_SLICE)
 #pragma unroll
         for (int r = 0; r < R; ++r) part[r * PART_LD + lane + 32 * j] += acc[j][r];
-#ifdef VAE_CK_DEC_PX
     if (lane < PX)
 #pragma unroll
       for (int r = 0; r < R; ++r) part[r * PART_LD + 32 * NS + lane] += accx[r];
-#endif
   }
 }
 
@@ -679,30 +665,19 @@ __device__ __forceinline__ void enc_rows(float* smem, const WarpRows<ENC_U, D>& 
   }
 }
 
-#ifdef VAE_CK_ENC_U8
-// dev: warps w and w + 4 share units 8 (w % 4) .. + 8 of the block's 32, each one half of K (392 columns: 3
-// float4 passes and 8 single columns), so an x float4 from smem feeds 32 FMAs, not 16 (the encoder is ~31% of
-// the FFMA peak, and each 16-FMA LDS.128 takes 4 of the shared-memory pipe's wavefronts); the two halves' sums
-// meet in PART ([2][R][32]) and are added, with the bias, after a block barrier.
-constexpr int ENC8_U = 8, ENC8_K = D / 2;
-static_assert(4 * ENC8_U == H_SLICE && WARPS == 8 && D % 8 == 0, "warp pairs: 4 groups of 8 units x 2 halves of K");
-template <int R, int RN>
-__device__ __forceinline__ void enc8_rows(float* smem, const WarpRows<ENC8_U, ENC8_K>& w, int kh, int ul0, int r0,
-                                          int lane) {
-  using S = Smem<R>;
-  constexpr int N = ENC8_U * RN;
-  float acc[N];
-#pragma unroll
-  for (int i = 0; i < N; ++i) acc[i] = 0.f;
-  dot_rows<RN, ENC8_U, ENC8_K, D>(w, smem + S::X + r0 * D + kh * ENC8_K, lane, acc);
-  warp_reduce_scatter<N>(acc, lane);
-#pragma unroll
-  for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
-    const int e = scatter_entry<N>(lane, t), u = e / RN, r = r0 + e % RN;
-    if (scatter_writer<N>(lane)) smem[S::PART + (kh * R + r) * H_SLICE + ul0 + u] = acc[t];
+
+// This block's slice of an activation (R rows, LD floats apart; units [32 rank, +32)) into the same place
+// in the other 7 blocks' shared memory, completing `bar` there: float4 e -> destination rank + 1 + e / (8R),
+// row, 4 units.
+template <int R, int LD>
+__device__ __forceinline__ void push_slice(float* act, uint64_t* bar, int rank, int tid) {
+  constexpr int PER = R * H_SLICE / 4;
+  for (int e = tid; e < (CLUSTER - 1) * PER; e += THREADS) {
+    const int dst = (rank + 1 + e / PER) % CLUSTER, q = e % PER;
+    float* p = act + (q / (H_SLICE / 4)) * LD + rank * H_SLICE + 4 * (q % (H_SLICE / 4));
+    st_async(cluster_addr(p, dst), *reinterpret_cast<const float4*>(p), cluster_addr(bar, dst));
   }
 }
-#endif
 
 // mu | logvar, one warp: unit `warp` of this block's MULV_U x rows [r0, r0+RN), lanes split K=256.
 template <int R, int RN>
@@ -769,11 +744,7 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll
     for (int i = 0; i < 6; ++i) mbar_init(&bars[i]);
     mbar_expect(&bars[BAR_X], (uint32_t)(rows * D * sizeof(float)));
-#ifdef VAE_CK_W2_CPASYNC
-    mbar_expect(&bars[BAR_W2], 0u);   // dev: W2 by cp.async, waited for by each thread
-#else
     mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // one bulk copy per row, below
-#endif
     mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_Z], (uint32_t)((CLUSTER - 1) * R * L_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_OUT], rank == 0 ? (uint32_t)((CLUSTER - 1) * R * (1 + L_SLICE) * sizeof(float)) : 0u);
@@ -787,50 +758,19 @@ vae_elbo_kernel(const float* __restrict__ x,
   // ---- phase 1: encoder, h = relu(x We^T + be)
   const int unit0 = rank * H_SLICE + warp * ENC_U;
   {
-#ifdef VAE_CK_WE_SPLIT   // dev: only pass 0's We before the x wait, the rest after it (x, sharing the SM's
-    // intake with less, lands sooner; the rest lands while pass 0 runs)
-    constexpr int WE_TO = 1;
-#else
-    constexpr int WE_TO = -1;
-#endif
-#ifdef VAE_CK_ENC_U8
-    const int kh = warp / 4, ul0 = ENC8_U * (warp % 4);
-    WarpRows<ENC8_U, ENC8_K> w;
-    load_rows<ENC8_U, ENC8_K, D, 0, WE_TO, WE_TO < 0>(We + kh * ENC8_K, rank * H_SLICE + ul0, lane, w);
-#else
     WarpRows<ENC_U, D> w;
 #ifndef VAE_SKIP_ENC
-    load_rows<ENC_U, D, D, 0, WE_TO, WE_TO < 0>(We, unit0, lane, w);
-#endif
+    load_rows(We, unit0, lane, w);
 #endif
     mbar_wait(&bars[BAR_X], 0);
     __syncthreads();   // zero-filled rows visible
     PROF(1);
-#ifdef VAE_CK_WE_SPLIT
-#ifdef VAE_CK_ENC_U8
-    load_rows<ENC8_U, ENC8_K, D, 1>(We + kh * ENC8_K, rank * H_SLICE + ul0, lane, w);
-#else
-    load_rows<ENC_U, D, D, 1>(We, unit0, lane, w);
-#endif
-#endif
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 1   // dev (wrong results): up to the x tile
     if (B > 0) return;
 #endif
-#ifdef VAE_CK_ENC_U8
-#pragma unroll 1
-    for (int q = 0; q < Q; ++q) enc8_rows<R, RC>(smem, w, kh, ul0, q * RC, lane);
-    if constexpr (REM > 0) enc8_rows<R, REM>(smem, w, kh, ul0, Q * RC, lane);
-    __syncthreads();   // both halves' sums in PART
-    for (int e = tid; e < R * H_SLICE; e += THREADS) {
-      const int r = e / H_SLICE, u = e % H_SLICE;
-      smem[S::HID + r * H + rank * H_SLICE + u] =
-          fmaxf((smem[S::PART + r * H_SLICE + u] + smem[S::PART + (R + r) * H_SLICE + u]) + __ldg(be + rank * H_SLICE + u), 0.f);
-    }
-#else
 #pragma unroll 1
     for (int q = 0; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
     if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
-#endif
   }
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 2   // dev (wrong results): up to the encoder (its h read back)
   __syncthreads();
@@ -842,17 +782,6 @@ vae_elbo_kernel(const float* __restrict__ x,
   if (B > 0) return;
 #endif
   PROF(11);   // the encoder's arithmetic done (PROF(2) follows the copies' issue)
-#ifdef VAE_CK_W2_CPASYNC
-  {  // dev: W2 rows into padded smem rows by 16-byte cp.async from every thread (24-25 each; 1 KB bulk copies
-     // ran at 16 B/clk/SM in tools/ingest_probe.py, 16-byte loads at ~54), waited for before phase 4
-    constexpr int CH = H / 4, N = D_SLICE * CH;
-    for (int e = tid; e < N; e += THREADS) {
-      const int p = e / CH, c = e % CH;
-      cp_async16(smem_u32(smem + S::W2 + p * HS + 4 * c), W2 + ((size_t)rank * D_SLICE + p) * H + 4 * c, true);
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  }
-#else
   {  // W2 rows into padded smem rows (stride HS), one bulk copy each, 13 per warp: issued here, where
      // the warps wait for h anyway (at the start they delayed the x tile by ~4 K cycles); they land
      // long before phase 4. BAR_W2 was armed with their bytes at the start.
@@ -861,34 +790,16 @@ vae_elbo_kernel(const float* __restrict__ x,
       bulk_copy(smem + S::W2 + p * HS, W2 + ((size_t)rank * D_SLICE + p) * H, (uint32_t)(H * sizeof(float)),
                 &bars[BAR_W2]);
   }
-#endif
   // prefetch phase 2 weights: warp w -> unit j2 of mu (w < 4) or logvar
   const int j2 = rank * L_SLICE + warp % L_SLICE;
   const bool is_mu = warp < L_SLICE;
   const float bias2 = __ldg((is_mu ? bmu : blv) + j2);
   WarpRows<1, H> wml;
   load_rows(is_mu ? Wmu : Wlv, j2, lane, wml);
-#ifdef VAE_CK_EARLY_W1   // dev: phase 3's W1 rows, b1 and b2 from L2 here, not after the z push, where the b2
-  // store into smem waited for its load (one L2 round trip) just before the z wait and phase 3 for W1's
-  const int unit3 = rank * H_SLICE + lane;
-  float4 w3[L / 4];
-#pragma unroll
-  for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)unit3 * L) + k);
-  const float bias3 = __ldg(b1 + unit3);
-  const float b2v = tid < D_SLICE ? __ldg(b2 + rank * D_SLICE + tid) : 0.f;
-#endif
   PROF(2);
   cluster_wait();    // every block of the cluster has started (cheap by now)
   __syncthreads();   // own h slice complete
-  {  // push it: float4 e -> destination rank + 1 + e / (8R), row, 4 units
-    constexpr int PER = R * H_SLICE / 4;
-    for (int e = tid; e < (CLUSTER - 1) * PER; e += THREADS) {
-      const int dst = (rank + 1 + e / PER) % CLUSTER, q = e % PER;
-      const int off = S::HID + (q / (H_SLICE / 4)) * H + rank * H_SLICE + 4 * (q % (H_SLICE / 4));
-      st_async(cluster_addr(smem + off, dst), *reinterpret_cast<const float4*>(smem + off),
-               cluster_addr(&bars[BAR_HID], dst));
-    }
-  }
+  push_slice<R, H>(smem + S::HID, &bars[BAR_HID], rank, tid);
   // thread t < 4R's noise, drawn while the peers' h slices arrive (in phase 2 it was on the path; at
   // the start, while x and We load, it made the encoder ~1 µs later)
   const float eps = tid < R * L_SLICE && tid / L_SLICE < rows
@@ -897,9 +808,6 @@ vae_elbo_kernel(const float* __restrict__ x,
   PROF(3);
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 3   // dev (wrong results): up to the h exchange (+ copies, a barrier)
   mbar_wait(&bars[BAR_W2], 0);
-#ifdef VAE_CK_W2_CPASYNC
-  asm volatile("cp.async.wait_all;" ::: "memory");   // no block leaves with its copies in flight
-#endif
   if (tid == 0) out[row0] = eps;
   cluster.sync();
   if (B > 0) return;
@@ -925,9 +833,6 @@ vae_elbo_kernel(const float* __restrict__ x,
     if (rank == 0) smem[S::KL + r * L + j] = klt;
     else st_async(cluster_addr(smem + S::KL + r * L + j, 0), klt, cluster_addr(&bars[BAR_OUT], 0));
   }
-#ifdef VAE_CK_EARLY_W1
-  if (tid < D_SLICE) smem[S::B2 + tid] = b2v;   // for phase 5, from smem
-#else
   // prefetch phase 3 weights: lane l owns decoder hidden unit 32 rank + l
   const int unit3 = rank * H_SLICE + lane;
   float4 w3[L / 4];
@@ -935,7 +840,6 @@ vae_elbo_kernel(const float* __restrict__ x,
   for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)unit3 * L) + k);
   const float bias3 = __ldg(b1 + unit3);
   if (tid < D_SLICE) smem[S::B2 + tid] = __ldg(b2 + rank * D_SLICE + tid);   // for phase 5, from smem
-#endif
   mbar_wait_cluster(&bars[BAR_Z], 0);
   __syncthreads();   // own z slice visible
   PROF(4);
@@ -956,26 +860,13 @@ vae_elbo_kernel(const float* __restrict__ x,
     smem[S::HID2 + r * HS + unit3] = fmaxf((acc.x + acc.y) + (acc.z + acc.w) + bias3, 0.f);
   }
   __syncthreads();   // own h2 slice complete
-  {  // push it: float4 e -> destination rank + 1 + e / (8R), row, 4 units
-    constexpr int PER = R * H_SLICE / 4;
-    for (int e = tid; e < (CLUSTER - 1) * PER; e += THREADS) {
-      const int dst = (rank + 1 + e / PER) % CLUSTER, q = e % PER;
-      const int off = S::HID2 + (q / (H_SLICE / 4)) * HS + rank * H_SLICE + 4 * (q % (H_SLICE / 4));
-      st_async(cluster_addr(smem + off, dst), *reinterpret_cast<const float4*>(smem + off),
-               cluster_addr(&bars[BAR_H2], dst));
-    }
-  }
+  push_slice<R, HS>(smem + S::HID2, &bars[BAR_H2], rank, tid);
   mbar_wait_cluster(&bars[BAR_H2], 0);
   PROF(5);
 
   // ---- phase 4: decoder output logits (dec_logits_ffma at R <= 9, else dec_logits_mma); partial logits
   // per k-group to PART
-#ifdef VAE_CK_W2_CPASYNC
-  asm volatile("cp.async.wait_all;" ::: "memory");
-  __syncthreads();   // every thread's W2 copies landed
-#else
   mbar_wait(&bars[BAR_W2], 0);
-#endif
   PROF(6);
   if constexpr (R <= 9) {
     dec_logits_ffma<R>(smem, warp, lane);
@@ -3014,7 +2905,7 @@ def _build():
         extra = os.environ.get("VAE_EXTRA_CUDA_FLAGS", "").split()   # dev variants, see tools/kernel_dev.py
         suffix = "_" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8] if extra else ""
         return load_inline(
-            name="vae_elbo_fused_v10" + suffix,
+            name="vae_elbo_fused_v11" + suffix,
             cpp_sources=CPP_DECL,
             cuda_sources=CUDA_SRC,
             functions=["vae_forward", "draw_noise"],

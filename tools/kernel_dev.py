@@ -210,10 +210,6 @@ VARIANTS = {"prof": "-DVAE_PROFILE", "skip_enc": "-DVAE_SKIP_ENC", "skip_dec": "
             # the cluster kernel ended after the launch, the x tile, the encoder, the h exchange (wrong results)
             "ck_stop0": "-DVAE_CK_STOP=0", "ck_stop1": "-DVAE_CK_STOP=1", "ck_stop2": "-DVAE_CK_STOP=2",
             "ck_stop3": "-DVAE_CK_STOP=3",
-            # cluster-kernel candidates (session 15): W2 by cp.async, the last layer's 2 pixels left by lane parity,
-            # the encoder in warp pairs of 8 units
-            "ck_w2c": "-DVAE_CK_W2_CPASYNC", "ck_px": "-DVAE_CK_DEC_PX", "ck_u8": "-DVAE_CK_ENC_U8",
-            "ck_wes": "-DVAE_CK_WE_SPLIT", "ck_ew1": "-DVAE_CK_EARLY_W1",
             # vae_elbo_kernel_wg: costs by omission (wrong results), chain counts, chunks per wgmma wait
             "wg_base": "", "wg_cheap_epi": "-DVAE_WG_CHEAP_EPI", "wg_no_mma": "-DVAE_WG_NO_MMA",
             "wg_no_load": "-DVAE_WG_NO_LOAD", "wg_no_mma_load": "-DVAE_WG_NO_MMA -DVAE_WG_NO_LOAD",
