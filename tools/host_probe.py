@@ -1,9 +1,11 @@
 """Where a forward's per-call time goes on the host: the CPU cost of each layer of the call, and the
 per-call latency the harness measures (CUDA events around one call, a sync between calls).
 
-Layers, from the floor up: the harness's no-op load_inline kernel call; the solution's extension
-function called directly (argument conversion, checks, the noise reservation, the output allocation,
-the launch, three output views); ModelNew.forward; model(x) through nn.Module.__call__. Each is timed
+Layers, from the floor up: the harness's no-op load_inline kernel call; pieces of the solution's host
+path in a probe extension of their own (12 tensor arguments converted and checked; the (3, B) output
+and its three row views; torch's Philox reservation; an empty kernel launched as the cluster kernel is:
+120 blocks of 256 threads in clusters of 8 with 200 KB of dynamic shared memory); the solution's
+extension function called directly; ModelNew.forward; model(x) through nn.Module.__call__. Each is timed
 two ways: the host's time inside the call (perf_counter_ns around it, the GPU kept from backing up by
 a sync every 32 calls, outside the timed part), and the harness's per-call latency (events around the
 call, a device sync after it). Run on the GPU machine from the repository root:
@@ -52,6 +54,57 @@ def latency_us(fn, calls=1000):
     return statistics.median(samples)
 
 
+PROBE_SRC = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/core/DistributionsHelper.h>
+#include <mutex>
+__global__ void __cluster_dims__(8, 1, 1) probe_cluster_kernel(float* out) { if (out && threadIdx.x == 1024) out[0] = 0.f; }
+int64_t args12(at::Tensor x, const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Tensor& d,
+               const at::Tensor& e, const at::Tensor& f, const at::Tensor& g, const at::Tensor& h, const at::Tensor& i,
+               const at::Tensor& j, int64_t k) {
+  const at::Tensor* ts[11] = {&x, &a, &b, &c, &d, &e, &f, &g, &h, &i, &j};
+  int64_t n = 0;
+  for (const at::Tensor* t : ts) n += t->is_contiguous() && t->scalar_type() == at::kFloat && t->device() == x.device();
+  return n + k;
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor> out3(const at::Tensor& x) {
+  at::Tensor out = at::empty({3, x.size(0)}, x.options());
+  return {out.select(0, 0), out.select(0, 1), out.select(0, 2)};
+}
+int64_t philox(const at::Tensor& x) {
+  auto gen = at::get_generator_or_default<at::CUDAGeneratorImpl>(
+      std::nullopt, at::cuda::detail::getDefaultCUDAGenerator(x.device().index()));
+  std::lock_guard<std::mutex> lock(gen->mutex_);
+  return (int64_t)gen->philox_cuda_state(4).offset_.val;
+}
+void cluster_launch(const at::Tensor& x, int64_t blocks, int64_t smem) {
+  static bool configured = false;
+  if (!configured) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(probe_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    configured = true;
+  }
+  probe_cluster_kernel<<<(int)blocks, 256, (size_t)smem, at::cuda::getCurrentCUDAStream()>>>(nullptr);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+"""
+PROBE_DECL = """int64_t args12(at::Tensor x, const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Tensor& d,
+               const at::Tensor& e, const at::Tensor& f, const at::Tensor& g, const at::Tensor& h, const at::Tensor& i,
+               const at::Tensor& j, int64_t k);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> out3(const at::Tensor& x);
+int64_t philox(const at::Tensor& x);
+void cluster_launch(const at::Tensor& x, int64_t blocks, int64_t smem);
+"""
+
+
+def probe_extension():
+    from torch.utils.cpp_extension import load_inline
+    return load_inline(name="vae_host_probe", cpp_sources=PROBE_DECL, cuda_sources=PROBE_SRC,
+                       functions=["args12", "out3", "philox", "cluster_launch"], extra_cuda_cflags=["-O3"],
+                       verbose=False)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1,128")
@@ -59,6 +112,7 @@ def main():
     import solution
     from harness import bench, timing
     noop = bench.noop_extension()
+    probe = probe_extension()
     model = solution.ModelNew(784, 256, 32).cuda()
     params = model._params
     ext = solution._ext
@@ -68,7 +122,10 @@ def main():
         x = torch.rand(B, 784, device="cuda")
         layers = [
             ("no-op load_inline kernel call", lambda: noop.noop(x)),
-            ("torch.empty((3, B)) + 3 selects", lambda: torch.empty((3, B), device="cuda").unbind(0)),
+            ("12 tensor arguments converted and checked", lambda: probe.args12(x, *params, 0)),
+            ("(3, B) output and its 3 row views (C++)", lambda: probe.out3(x)),
+            ("Philox reservation (C++, generator mutex)", lambda: probe.philox(x)),
+            ("empty cluster kernel, 120 x 256, 200 KB smem", lambda: probe.cluster_launch(x, 120, 200 << 10)),
             ("_ext.vae_forward(x, *params, 0)", lambda: ext.vae_forward(x, *params, 0)),
             ("ModelNew.forward(x)", lambda: model.forward(x)),
             ("model(x) (nn.Module.__call__)", lambda: model(x)),
