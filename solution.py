@@ -585,13 +585,22 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
   const int k0 = warp * KW;
   const float* w2 = smem + S::W2 + k0;
   const float* h2 = smem + S::HID2 + k0;
+#ifdef VAE_CK_W2_FLAT   // dev: W2's slice unpadded (rows H apart: 7 bulk copies, not 98); lane l starts its k
+  // loop at 4 (l % 8), so the 8 lanes of a quarter-warp read 8 different 16-byte columns: conflict-free
+  constexpr int W2LD = H;
+  const int rot = 4 * (lane & 7);
+#else
+  constexpr int W2LD = HS;
+  constexpr int rot = 0;
+#endif
 #ifndef VAE_SKIP_DEC
 #pragma unroll 2
-  for (int kk = 0; kk < KW; kk += 4) {
+  for (int k4 = 0; k4 < KW; k4 += 4) {
+    const int kk = (k4 + rot) & (KW - 1);
     float4 w[NS];
 #pragma unroll
     for (int j = 0; j < NS; ++j)
-      w[j] = *reinterpret_cast<const float4*>(w2 + min(lane + 32 * j, D_SLICE - 1) * HS + kk);
+      w[j] = *reinterpret_cast<const float4*>(w2 + min(lane + 32 * j, D_SLICE - 1) * W2LD + kk);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const float4 h = *reinterpret_cast<const float4*>(h2 + r * HS + kk);
@@ -609,7 +618,7 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
 #endif
   float accx[R];   // pixel 32 NS + lane % 2, k = k0 + 2 (lane / 2) + {0, 1}; then summed over the 16 lanes
   {
-    const float2 wx = *reinterpret_cast<const float2*>(w2 + (32 * NS + (lane & 1)) * HS + 2 * (lane >> 1));
+    const float2 wx = *reinterpret_cast<const float2*>(w2 + (32 * NS + (lane & 1)) * W2LD + 2 * (lane >> 1));
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const float2 h = *reinterpret_cast<const float2*>(h2 + r * HS + 2 * (lane >> 1));
@@ -782,6 +791,15 @@ vae_elbo_kernel(const float* __restrict__ x,
   if (B > 0) return;
 #endif
   PROF(11);   // the encoder's arithmetic done (PROF(2) follows the copies' issue)
+#ifdef VAE_CK_W2_FLAT
+  if constexpr (R <= 9) {  // dev: the slice's 98 rows unpadded (dec_logits_ffma reads them rotated), 7 copies of 14 rows
+    constexpr int ROWS = 14;
+    static_assert(D_SLICE % ROWS == 0 && D_SLICE / ROWS <= 32, "one copy per lane of warp 0");
+    if (warp == 0 && lane < D_SLICE / ROWS)
+      bulk_copy(smem + S::W2 + lane * ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * ROWS) * H,
+                (uint32_t)(ROWS * H * sizeof(float)), &bars[BAR_W2]);
+  } else
+#endif
   {  // W2 rows into padded smem rows (stride HS), one bulk copy each, 13 per warp: issued here, where
      // the warps wait for h anyway (at the start they delayed the x tile by ~4 K cycles); they land
      // long before phase 4. BAR_W2 was armed with their bytes at the start.
