@@ -115,7 +115,8 @@ struct Smem {
   static_assert(R >= RC && (R % RC == 0 || R % RC == 1), "R = 8 q (+ 1): chunks of 8 rows and one row left");
   static_assert(R <= MMA_M, "the last layer's rows fit one m16 tile");
   static constexpr int X = 0;                         // R x D   input tile (bulk copy)
-  static constexpr int W2 = X + R * D;                // 104 x HS  this block's 98 rows of W2 (bulk copy per row)
+  static constexpr int W2 = X + R * D;                // this block's 98 rows of W2: R <= 9 98 x H (7 bulk copies),
+                                                      // R = 16 104 x HS (a bulk copy per row)
   static constexpr int HID = W2 + DEC_NT * 8 * HS;    // R x H   encoder hidden, every block's slice
   static constexpr int Z = HID + R * H;               // R x L   latent sample, every block's slice
   static constexpr int HID2 = Z + R * L;              // 16 x HS decoder hidden (computed whole here)
@@ -568,8 +569,7 @@ __device__ __forceinline__ void dec_logits_mma(float* smem, int kg, int nt0, int
 
 // Last layer of the cluster kernel at R <= 9, in plain fp32 FMAs (faster there than dec_logits_mma, whose
 // m16 tiles would be half empty). Warp w takes k in [32 w, +32), lane l pixels l + 32 j (j < 3) of all R
-// rows: per 4 k one 16-byte W2 load per slot (rows 260 floats apart: conflict-free) and one broadcast h2
-// load per row; the 2 pixels left (96, 97) by lane parity, 2 k a lane, shuffle-summed over the 16 lanes
+// rows: per 4 k one 16-byte W2 load per slot and one h2 load per row (k rotated per lane, below); the 2 pixels left (96, 97) by lane parity, 2 k a lane, shuffle-summed over the 16 lanes
 // of each parity (a 4th slot of 32 lanes for 2 pixels measured 0.2-0.5 us slower). Warps 4-7 store their partial logits
 // to PART[w - 4], warps 0-3 add theirs (fixed order), so PART holds DEC_KG = 4 k-group sums as before.
 template <int R>
@@ -585,14 +585,11 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
   const int k0 = warp * KW;
   const float* w2 = smem + S::W2 + k0;
   const float* h2 = smem + S::HID2 + k0;
-#ifdef VAE_CK_W2_FLAT   // dev: W2's slice unpadded (rows H apart: 7 bulk copies, not 98); lane l starts its k
-  // loop at 4 (l % 8), so the 8 lanes of a quarter-warp read 8 different 16-byte columns: conflict-free
+  // W2's slice is unpadded (rows H apart, 1 KB: same banks), so lane l starts its k loop at 4 (l % 8): the 8
+  // lanes of a quarter-warp read 8 different 16-byte columns, conflict-free (h2's reads follow, no longer
+  // broadcasts; 7 bulk copies instead of 98 one-row copies measured -0.5 us at B = 1 and 128)
   constexpr int W2LD = H;
   const int rot = 4 * (lane & 7);
-#else
-  constexpr int W2LD = HS;
-  constexpr int rot = 0;
-#endif
 #ifndef VAE_SKIP_DEC
 #pragma unroll 2
   for (int k4 = 0; k4 < KW; k4 += 4) {
@@ -718,7 +715,8 @@ __device__ __forceinline__ void mulv_rows(float* smem, const WarpRows<1, H>& w, 
 //   3  decoder hidden, the block's 32 units for the R rows (lane -> unit), pushed to the other 7 blocks
 //   4  decoder output logits: R <= 9 in fp32 FMAs (dec_logits_ffma: warp w -> k in [32 w, +32)), R = 16
 //      on the tensor cores (3xTF32 mma.sync: warp w -> k-group w % 4 of tiles [7 (w / 4), +7));
-//      partial logits per k-group to smem (W2's rows were bulk-copied into padded smem rows after phase 1)
+//      partial logits per k-group to smem (W2's rows were bulk-copied into smem after phase 1: unpadded at
+//      R <= 9, read with k rotated per lane; padded rows at R = 16)
 //   5  logits summed, BCE per element from the logit (bce_term_sp); per-row sums of the slice pushed to rank 0;
 //      rank 0 sums in fixed order, writes the outputs.
 // ---------------------------------------------------------------------------
@@ -791,16 +789,14 @@ vae_elbo_kernel(const float* __restrict__ x,
   if (B > 0) return;
 #endif
   PROF(11);   // the encoder's arithmetic done (PROF(2) follows the copies' issue)
-#ifdef VAE_CK_W2_FLAT
-  if constexpr (R <= 9) {  // dev: the slice's 98 rows unpadded (dec_logits_ffma reads them rotated), 7 copies of 14 rows
+  if constexpr (R <= 9) {  // the slice's 98 rows unpadded (dec_logits_ffma reads them rotated): 7 copies of 14 rows
+    // (98 one-row copies kept the issuing warps ~1 us before the h push)
     constexpr int ROWS = 14;
     static_assert(D_SLICE % ROWS == 0 && D_SLICE / ROWS <= 32, "one copy per lane of warp 0");
     if (warp == 0 && lane < D_SLICE / ROWS)
       bulk_copy(smem + S::W2 + lane * ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * ROWS) * H,
                 (uint32_t)(ROWS * H * sizeof(float)), &bars[BAR_W2]);
-  } else
-#endif
-  {  // W2 rows into padded smem rows (stride HS), one bulk copy each, 13 per warp: issued here, where
+  } else {  // R = 16 (mma fragments): W2 rows into padded smem rows (stride HS), one bulk copy each, 13 per warp: issued here, where
      // the warps wait for h anyway (at the start they delayed the x tile by ~4 K cycles); they land
      // long before phase 4. BAR_W2 was armed with their bytes at the start.
     const int p = warp * ((D_SLICE + WARPS - 1) / WARPS) + lane;
@@ -2923,7 +2919,7 @@ def _build():
         extra = os.environ.get("VAE_EXTRA_CUDA_FLAGS", "").split()   # dev variants, see tools/kernel_dev.py
         suffix = "_" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8] if extra else ""
         return load_inline(
-            name="vae_elbo_fused_v11" + suffix,
+            name="vae_elbo_fused_v12" + suffix,
             cpp_sources=CPP_DECL,
             cuda_sources=CUDA_SRC,
             functions=["vae_forward", "draw_noise"],
