@@ -2976,10 +2976,24 @@ def _build():
 
 _ext = _build()
 SUPPORTED_SIZES = (784, 256, 32)
+# Parameter and submodule registrations anywhere, counted: a weight or a layer replaced after construction
+# (`model.fc_mu.weight = nn.Parameter(w)`, `model.decoder[2] = nn.Linear(...)`) registers one, and the next
+# forward picks up the new tensors instead of the old ones (in-place edits need nothing: same tensors).
+_REGISTRATIONS = [0]
+
+
+def _count_registration(*_args):
+    _REGISTRATIONS[0] += 1   # returns None: the registration goes ahead unchanged
+
+
+torch.nn.modules.module.register_module_parameter_registration_hook(_count_registration)
+torch.nn.modules.module.register_module_module_registration_hook(_count_registration)
 
 
 class ModelNew(nn.Module):
     """Same parameters as reference.Model; forward is one fused CUDA kernel (forward only, no autograd)."""
+
+    _registrations_seen = -1   # _REGISTRATIONS when self._params was last taken (-1: take them at the first call)
 
     def __init__(self, input_dim, hidden_dim, latent_dim):
         super().__init__()
@@ -3013,4 +3027,7 @@ class ModelNew(nn.Module):
         return result
 
     def forward(self, x, rows_per_tile=0):
+        if self._registrations_seen != _REGISTRATIONS[0]:   # a parameter or layer may have been replaced
+            self._refresh_params()
+            self._registrations_seen = _REGISTRATIONS[0]
         return _ext.vae_forward(x, *self._params, rows_per_tile)

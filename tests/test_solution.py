@@ -5,6 +5,7 @@ gpu:   correctness against reference.Model (fp32 eager) and a float64 truth,
        noise bit-exactness with torch.randn_like, CUDA graphs, one launch per forward.
 Inputs are always random (never zeros or constants).
 """
+import copy
 import importlib.util
 import os
 import sys
@@ -84,6 +85,20 @@ def _truth64(ref, x, eps):
 
 
 # --------------------------------------------------------------------------- build (CPU)
+
+@pytest.mark.build
+def test_replaced_parameters_are_taken_at_the_next_call():
+    # a stale tuple would compute with the old weights, silently; the forward refreshes it before its
+    # input checks (which reject this CPU x)
+    m = _solution().ModelNew(*SIZES)
+    old = m.fc_mu.weight
+    m.fc_mu.weight = torch.nn.Parameter(torch.randn(L, H))
+    m.decoder[2] = torch.nn.Linear(H, D)
+    with pytest.raises(RuntimeError, match="CUDA tensor"):
+        m(torch.rand(2, D))
+    assert m._params[2] is m.fc_mu.weight is not old
+    assert m._params[8] is m.decoder[2].weight and m._params[9] is m.decoder[2].bias
+
 
 @pytest.mark.build
 def test_state_dict_keys_and_init_match_reference():
@@ -278,6 +293,23 @@ def test_in_place_weight_change_is_honoured():
             m.encoder[0].bias.add_(0.1)
             m.fc_logvar.weight.mul_(0.5)
     _assert_close(_run(new, x, 1), _run(ref, x, 1), "after in-place change")
+
+
+@pytest.mark.gpu
+def test_replaced_weight_and_layer_are_honoured():
+    # a replaced Parameter or layer is a new tensor: ModelNew's tuple of parameters must follow it
+    ref, new = _models(seed=5)
+    x = torch.rand(33, D, device="cuda")
+    before = _run(new, x, 1)
+    _assert_close(before, _run(ref, x, 1), "before")
+    torch.manual_seed(9)
+    w, layer = torch.randn(L, H, device="cuda") * 0.05, torch.nn.Linear(H, D).cuda()
+    for m in (ref, new):
+        m.fc_logvar.weight = torch.nn.Parameter(w.clone())
+        m.decoder[2] = copy.deepcopy(layer)
+    after = _run(new, x, 1)
+    assert not torch.allclose(after[1], before[1]), "the replacement should change recon"
+    _assert_close(after, _run(ref, x, 1), "after replacing fc_logvar.weight and decoder[2]")
 
 
 @pytest.mark.gpu
