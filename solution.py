@@ -3089,6 +3089,30 @@ CPP_DECL = (
     "const at::Tensor& b2, int64_t rows_per_tile);\n"
     "at::Tensor draw_noise(int64_t rows, int64_t cols, int64_t device_index);\n"
 )
+# The module's bindings (host code only): vae_forward and draw_noise as load_inline would bind them, and a
+# candidate leaner call (tools/host_probe.py times both): the 10 parameters held in a ParamSet made once,
+# vae_forward_ctx(x, params, rows_per_tile) converting 2 arguments a call instead of 12. Not used by ModelNew yet.
+CPP_BIND = r"""
+struct ParamSet { std::vector<at::Tensor> t; };   // the Parameters themselves: in-place edits are seen
+std::shared_ptr<ParamSet> vae_params(std::vector<at::Tensor> t) {
+  TORCH_CHECK(t.size() == 10, "vae_params: expected the 10 parameters (We, be, Wmu, bmu, Wlv, blv, W1, b1, W2, b2), got ",
+              t.size());
+  auto p = std::make_shared<ParamSet>();
+  p->t = std::move(t);
+  return p;
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor> vae_forward_ctx(at::Tensor x, const ParamSet& p, int64_t rows_per_tile) {
+  const std::vector<at::Tensor>& t = p.t;
+  return vae_forward(x, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], rows_per_tile);
+}
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("vae_forward", torch::wrap_pybind_function(vae_forward), "vae_forward");
+  m.def("draw_noise", torch::wrap_pybind_function(draw_noise), "draw_noise");
+  pybind11::class_<ParamSet, std::shared_ptr<ParamSet>>(m, "ParamSet");
+  m.def("vae_params", torch::wrap_pybind_function(vae_params), "vae_params");
+  m.def("vae_forward_ctx", torch::wrap_pybind_function(vae_forward_ctx), "vae_forward_ctx");
+}
+"""
 # The exports' declaration (harness export): CUDA_SRC compiled with "#define VAE_EPS_INPUT" first.
 CPP_DECL_EPS = (
     "at::Tensor vae_forward_eps(at::Tensor x, at::Tensor eps, const at::Tensor& We, const at::Tensor& be, "
@@ -3107,9 +3131,9 @@ def _build():
         suffix = "_" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8] if extra else ""
         return load_inline(
             name="vae_elbo_fused_v12" + suffix,
-            cpp_sources=CPP_DECL,
+            cpp_sources=CPP_DECL + CPP_BIND,
             cuda_sources=CUDA_SRC,
-            functions=["vae_forward", "draw_noise"],
+            functions=None,   # CPP_BIND's module
             extra_cuda_cflags=["-O3"] + extra,
             verbose=False,
         )

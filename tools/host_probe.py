@@ -5,7 +5,8 @@ Layers, from the floor up: the harness's no-op load_inline kernel call; pieces o
 path in a probe extension of their own (12 tensor arguments converted and checked; the (3, B) output
 and its three row views; torch's Philox reservation; an empty kernel launched as the cluster kernel is:
 120 blocks of 256 threads in clusters of 8 with 200 KB of dynamic shared memory); the solution's
-extension function called directly; ModelNew.forward; model(x) through nn.Module.__call__. Each is timed
+extension function called directly, with its 12 arguments and with the parameters held in a ParamSet
+(vae_forward_ctx, a candidate); ModelNew.forward; model(x) through nn.Module.__call__. Each is timed
 two ways: the host's time inside the call (perf_counter_ns around it, the GPU kept from backing up by
 a sync every 32 calls, outside the timed part), and the harness's per-call latency (events around the
 call, a device sync after it). Run on the GPU machine from the repository root:
@@ -115,6 +116,7 @@ def main():
     probe = probe_extension()
     model = solution.ModelNew(784, 256, 32).cuda()
     params = model._params
+    param_set = solution._ext.vae_params(list(params))
     ext = solution._ext
     timing.warm_clock(torch.device("cuda"), 2.0)
     print(f"{'B':>5s} {'layer':44s} {'host us':>8s} {'per call us':>12s}")
@@ -127,6 +129,7 @@ def main():
             ("Philox reservation (C++, generator mutex)", lambda: probe.philox(x)),
             ("empty cluster kernel, 120 x 256, 200 KB smem", lambda: probe.cluster_launch(x, 120, 200 << 10)),
             ("_ext.vae_forward(x, *params, 0)", lambda: ext.vae_forward(x, *params, 0)),
+            ("_ext.vae_forward_ctx(x, param_set, 0)", lambda: ext.vae_forward_ctx(x, param_set, 0)),
             ("ModelNew.forward(x)", lambda: model.forward(x)),
             ("model(x) (nn.Module.__call__)", lambda: model(x)),
         ]
