@@ -778,7 +778,7 @@ vae_elbo_kernel(const float* __restrict__ x,
   const int rows = min(R, B - row0);
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::BARS);
 #if defined(VAE_PROFILE) || defined(VAE_TIMELINE)
-  long long prof[12];
+  long long prof[13];
 #endif
   PROF(0);
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 0   // dev (wrong results): the launch alone
@@ -1091,6 +1091,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     part[0] = bce_term_sp(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
   }
   __syncthreads();
+  PROF(12);   // the BCE terms done (PROF(8) follows the row sums' push)
 #pragma unroll 1
   for (int r = warp; r < R; r += WARPS) {
     float s = 0.f;
@@ -1104,9 +1105,9 @@ vae_elbo_kernel(const float* __restrict__ x,
   }
   PROF(8);
 #ifdef VAE_TIMELINE
-#define VAE_TL_PRINT(n) do { if (tid == 0) printf("tl %d %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", \
+#define VAE_TL_PRINT(n) do { if (tid == 0) printf("tl %d %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", \
     (int)blockIdx.x, B, n, prof[0], prof[1], prof[2], prof[3], prof[4], prof[5], prof[6], prof[7], prof[8], \
-    prof[9], prof[10], prof[11]); } while (0)
+    prof[9], prof[10], prof[11], prof[12]); } while (0)
   if (rank != 0) VAE_TL_PRINT(9);
 #endif
   if (rank != 0) return;   // nothing writes into a block that is past its last wait

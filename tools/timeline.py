@@ -18,8 +18,8 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAMPS = ("entry", "x landed", "enc + W2 issue", "h landed", "z landed", "dec hidden", "W2 landed", "last layer",
-          "sums pushed", "rank0: sums in", "rank0: stored", "encoder math")
-EVERY_BLOCK = (11,)   # stamps past the printed count that every block takes
+          "sums pushed", "rank0: sums in", "rank0: stored", "encoder math", "BCE done")
+EVERY_BLOCK = (11, 12)   # stamps past the printed count that every block takes
 
 
 def child(sizes, calls, flags):
