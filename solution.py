@@ -50,8 +50,8 @@ reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an inp
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE_PROFILE_CHUNKS the wg
 kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
-phase: GPU time by prefix), VAE_CK_W2_SHIFT, VAE_CK_MULV_AR (candidates, not yet measured: notes/solution.md,
-session 16);
+phase: GPU time by prefix), VAE_CK_W2_SHIFT (a candidate, not yet measured: notes/solution.md, session 16;
+the other, VAE_CK_MULV_AR, is notes/mulv-ar.patch);
 for vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
@@ -127,12 +127,7 @@ struct Smem {
   static constexpr int PART = KL + R * L;             // DEC_KG x R x PART_LD  partial logits per k-group
   static constexpr int RECON = PART + DEC_KG * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
   static constexpr int B2 = RECON + CLUSTER * R;      // D_SLICE  this block's slice of b2
-#ifdef VAE_CK_MULV_AR   // dev: at R <= 9, every block's partial mu | logvar over its 32 h units, [CLUSTER][R][2L]
-  static constexpr int PMV = (B2 + D_SLICE + 3) / 4 * 4;
-  static constexpr int BARS = (PMV + (R <= 9 ? CLUSTER * R * 2 * L : 0) + 1) / 2 * 2;
-#else
   static constexpr int BARS = (B2 + D_SLICE + 1) / 2 * 2;   // 6 mbarriers, 8-byte aligned
-#endif
   static constexpr size_t BYTES = BARS * sizeof(float) + 6 * sizeof(uint64_t);
   static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "float4 alignment");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
@@ -791,18 +786,9 @@ vae_elbo_kernel(const float* __restrict__ x,
     for (int i = 0; i < 6; ++i) mbar_init(&bars[i]);
     mbar_expect(&bars[BAR_X], (uint32_t)(rows * D * sizeof(float)));
     mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // one bulk copy per row, below
-#ifdef VAE_CK_MULV_AR
-    if constexpr (R <= 9) {   // dev: the peers' partial mu | logvar on BAR_HID; no z exchange; only recon sums to rank 0
-      mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * R * 2 * L * sizeof(float)));
-      mbar_expect(&bars[BAR_Z], 0u);
-      mbar_expect(&bars[BAR_OUT], rank == 0 ? (uint32_t)((CLUSTER - 1) * R * sizeof(float)) : 0u);
-    } else
-#endif
-    {
     mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_Z], (uint32_t)((CLUSTER - 1) * R * L_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_OUT], rank == 0 ? (uint32_t)((CLUSTER - 1) * R * (1 + L_SLICE) * sizeof(float)) : 0u);
-    }
     mbar_expect(&bars[BAR_H2], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
     mbar_fence_init();
     bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
@@ -860,136 +846,6 @@ vae_elbo_kernel(const float* __restrict__ x,
       bulk_copy(smem + S::W2 + p * HS, W2 + ((size_t)rank * D_SLICE + p) * H, (uint32_t)(H * sizeof(float)),
                 &bars[BAR_W2]);
   }
-#ifdef VAE_CK_MULV_AR
-  const int unit3 = rank * H_SLICE + lane;   // phase 3: lane l owns decoder hidden unit 32 rank + l
-  float4 w3[L / 4];
-  float bias3;
-  if constexpr (R <= 9) {
-    // dev: h never leaves the block. Thread t -> unit u = t % 64 of mu | logvar (u < 32: mu), rows t / 64 + 4 i:
-    // its partial sum over this block's 32 h units, into its own slot of PMV; the slot goes to the 7 peers by 7
-    // bulk copies (2.3 KB each), and every block then sums the 8 slots itself: z and KL for all 32 latent
-    // units, no z exchange (the noise of R x 32 values drawn here, 1-2 a thread, while the slots arrive)
-    const int u = tid & (2 * L - 1);
-    float4 wp[H_SLICE / 4];
-    {
-      const float* wrow = (u < L ? Wmu + (size_t)u * H : Wlv + (size_t)(u - L) * H) + rank * H_SLICE;
-#pragma unroll
-      for (int k = 0; k < H_SLICE / 4; ++k) wp[k] = __ldg(reinterpret_cast<const float4*>(wrow) + k);
-    }
-    constexpr int NE = (R * L + THREADS - 1) / THREADS;   // (row, latent) pairs a thread finishes: 2 at R = 9
-    float bmu_e[NE], blv_e[NE];
-#pragma unroll
-    for (int i = 0; i < NE; ++i) {
-      const int j = (tid + i * THREADS) % L;
-      bmu_e[i] = __ldg(bmu + j);
-      blv_e[i] = __ldg(blv + j);
-    }
-    PROF(2);
-    cluster_wait();    // every block of the cluster has started (cheap by now)
-    __syncthreads();   // own h slice complete
-    float* own = smem + S::PMV + rank * R * 2 * L;
-    for (int r = tid / (2 * L); r < R; r += THREADS / (2 * L)) {
-      const float4* hr = reinterpret_cast<const float4*>(smem + S::HID + r * H + rank * H_SLICE);
-      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-      for (int k = 0; k < H_SLICE / 4; ++k) {
-        const float4 a = hr[k];
-        acc.x = fmaf(wp[k].x, a.x, acc.x); acc.y = fmaf(wp[k].y, a.y, acc.y);
-        acc.z = fmaf(wp[k].z, a.z, acc.z); acc.w = fmaf(wp[k].w, a.w, acc.w);
-      }
-      own[r * 2 * L + u] = (acc.x + acc.y) + (acc.z + acc.w);
-    }
-    fence_proxy_async_smem();
-    __syncthreads();   // own slot complete, visible to the bulk copies
-    if (tid < CLUSTER - 1) {
-      const int dst = (rank + 1 + tid) % CLUSTER;
-      bulk_copy_peer(cluster_addr(own, dst), own, (uint32_t)(R * 2 * L * sizeof(float)), cluster_addr(&bars[BAR_HID], dst));
-    }
-    float eps_e[NE];
-#pragma unroll
-    for (int i = 0; i < NE; ++i) {
-      const int e = tid + i * THREADS;
-      eps_e[i] = e < R * L && e / L < rows ? noise_source(noise)((uint64_t)(row0 + e / L) * L + e % L) : 0.f;
-    }
-#pragma unroll
-    for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)unit3 * L) + k);
-    bias3 = __ldg(b1 + unit3);
-    if (tid < D_SLICE) smem[S::B2 + tid] = __ldg(b2 + rank * D_SLICE + tid);   // for phase 5, from smem
-    mbar_wait_cluster(&bars[BAR_HID], 0);
-    PROF(3);
-#pragma unroll
-    for (int i = 0; i < NE; ++i) {
-      const int e = tid + i * THREADS;
-      if (e < R * L) {
-        const int r = e / L, j = e % L;
-        float mu = 0.f, lv = 0.f;
-#pragma unroll
-        for (int c = 0; c < CLUSTER; ++c) {   // fixed order
-          mu += smem[S::PMV + (c * R + r) * 2 * L + j];
-          lv += smem[S::PMV + (c * R + r) * 2 * L + L + j];
-        }
-        mu += bmu_e[i];
-        lv += blv_e[i];
-        smem[S::Z + r * L + j] = reparam_z(mu, lv, eps_e[i]);
-        if (rank == 0) smem[S::KL + r * L + j] = kl_term(mu, lv);
-      }
-    }
-    __syncthreads();   // z complete
-    PROF(4);
-  } else {
-    // prefetch phase 2 weights: warp w -> unit j2 of mu (w < 4) or logvar
-    const int j2 = rank * L_SLICE + warp % L_SLICE;
-    const bool is_mu = warp < L_SLICE;
-    const float bias2 = __ldg((is_mu ? bmu : blv) + j2);
-    WarpRows<1, H> wml;
-    load_rows(is_mu ? Wmu : Wlv, j2, lane, wml);
-    PROF(2);
-    cluster_wait();    // every block of the cluster has started (cheap by now)
-    __syncthreads();   // own h slice complete
-    push_slice<R, H>(smem + S::HID, &bars[BAR_HID], rank, tid);
-    // thread t < 4R's noise, drawn while the peers' h slices arrive (in phase 2 it was on the path; at
-    // the start, while x and We load, it made the encoder ~1 µs later)
-    const float eps = tid < R * L_SLICE && tid / L_SLICE < rows
-        ? noise_source(noise)((uint64_t)(row0 + tid / L_SLICE) * L + rank * L_SLICE + tid % L_SLICE) : 0.f;
-    mbar_wait_cluster(&bars[BAR_HID], 0);
-    PROF(3);
-#if defined(VAE_CK_STOP) && VAE_CK_STOP == 3   // dev (wrong results): up to the h exchange (+ copies, a barrier)
-    mbar_wait(&bars[BAR_W2], 0);
-    if (tid == 0) out[row0] = eps;
-    cluster.sync();
-    if (B > 0) return;
-#endif
-
-    // ---- phase 2: mu, logvar, noise, z, KL terms
-#pragma unroll 1
-    for (int q = 0; q < Q; ++q) mulv_rows<R, RC>(smem, wml, bias2, q * RC, warp, lane);
-    if constexpr (REM > 0) mulv_rows<R, REM>(smem, wml, bias2, Q * RC, warp, lane);
-    __syncthreads();
-    if (tid < R * L_SLICE) {
-      const int r = tid / L_SLICE, jj = tid % L_SLICE, j = rank * L_SLICE + jj;
-      const float mu = smem[S::MULV + r * MULV_U + jj];
-      const float lv = smem[S::MULV + r * MULV_U + L_SLICE + jj];
-      const float z = reparam_z(mu, lv, eps);
-      const float klt = kl_term(mu, lv);
-      smem[S::Z + r * L + j] = z;
-#pragma unroll
-      for (int c = 1; c < CLUSTER; ++c) {
-        const int dst = (rank + c) % CLUSTER;
-        st_async(cluster_addr(smem + S::Z + r * L + j, dst), z, cluster_addr(&bars[BAR_Z], dst));
-      }
-      if (rank == 0) smem[S::KL + r * L + j] = klt;
-      else st_async(cluster_addr(smem + S::KL + r * L + j, 0), klt, cluster_addr(&bars[BAR_OUT], 0));
-    }
-    // prefetch phase 3 weights: lane l owns decoder hidden unit 32 rank + l
-#pragma unroll
-    for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)unit3 * L) + k);
-    bias3 = __ldg(b1 + unit3);
-    if (tid < D_SLICE) smem[S::B2 + tid] = __ldg(b2 + rank * D_SLICE + tid);   // for phase 5, from smem
-    mbar_wait_cluster(&bars[BAR_Z], 0);
-    __syncthreads();   // own z slice visible
-    PROF(4);
-  }
-#else
   // prefetch phase 2 weights: warp w -> unit j2 of mu (w < 4) or logvar
   const int j2 = rank * L_SLICE + warp % L_SLICE;
   const bool is_mu = warp < L_SLICE;
@@ -1043,7 +899,6 @@ vae_elbo_kernel(const float* __restrict__ x,
   mbar_wait_cluster(&bars[BAR_Z], 0);
   __syncthreads();   // own z slice visible
   PROF(4);
-#endif
 
   // ---- phase 3: decoder hidden, h2 = relu(W1 z + b1): this block's 32 units (warp w: rows w, w + 8, lane:
   // unit 32 rank + lane; z reads are warp broadcasts, 4 partial sums keep 4 FMA chains in flight), pushed to
@@ -3090,30 +2945,6 @@ CPP_DECL = (
     "const at::Tensor& b2, int64_t rows_per_tile);\n"
     "at::Tensor draw_noise(int64_t rows, int64_t cols, int64_t device_index);\n"
 )
-# The module's bindings (host code only): vae_forward and draw_noise as load_inline would bind them, and a
-# candidate leaner call (tools/host_probe.py times both): the 10 parameters held in a ParamSet made once,
-# vae_forward_ctx(x, params, rows_per_tile) converting 2 arguments a call instead of 12. Not used by ModelNew yet.
-CPP_BIND = r"""
-struct ParamSet { std::vector<at::Tensor> t; };   // the Parameters themselves: in-place edits are seen
-std::shared_ptr<ParamSet> vae_params(std::vector<at::Tensor> t) {
-  TORCH_CHECK(t.size() == 10, "vae_params: expected the 10 parameters (We, be, Wmu, bmu, Wlv, blv, W1, b1, W2, b2), got ",
-              t.size());
-  auto p = std::make_shared<ParamSet>();
-  p->t = std::move(t);
-  return p;
-}
-std::tuple<at::Tensor, at::Tensor, at::Tensor> vae_forward_ctx(at::Tensor x, const ParamSet& p, int64_t rows_per_tile) {
-  const std::vector<at::Tensor>& t = p.t;
-  return vae_forward(x, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], rows_per_tile);
-}
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("vae_forward", torch::wrap_pybind_function(vae_forward), "vae_forward");
-  m.def("draw_noise", torch::wrap_pybind_function(draw_noise), "draw_noise");
-  pybind11::class_<ParamSet, std::shared_ptr<ParamSet>>(m, "ParamSet");
-  m.def("vae_params", torch::wrap_pybind_function(vae_params), "vae_params");
-  m.def("vae_forward_ctx", torch::wrap_pybind_function(vae_forward_ctx), "vae_forward_ctx");
-}
-"""
 # The exports' declaration (harness export): CUDA_SRC compiled with "#define VAE_EPS_INPUT" first.
 CPP_DECL_EPS = (
     "at::Tensor vae_forward_eps(at::Tensor x, at::Tensor eps, const at::Tensor& We, const at::Tensor& be, "
@@ -3132,9 +2963,9 @@ def _build():
         suffix = "_" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8] if extra else ""
         return load_inline(
             name="vae_elbo_fused_v12" + suffix,
-            cpp_sources=CPP_DECL + CPP_BIND,
+            cpp_sources=CPP_DECL,
             cuda_sources=CUDA_SRC,
-            functions=None,   # CPP_BIND's module
+            functions=["vae_forward", "draw_noise"],
             extra_cuda_cflags=["-O3"] + extra,
             verbose=False,
         )
