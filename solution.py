@@ -50,9 +50,7 @@ reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an inp
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE_PROFILE_CHUNKS the wg
 kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
-phase: GPU time by prefix), VAE_CK_W2_SHIFT (a candidate, not yet measured: notes/solution.md, session 16;
-the other, VAE_CK_MULV_AR, is notes/mulv-ar.patch);
-for vae_elbo_kernel_wg VAE_WG_*
+phase: GPU time by prefix); for vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
 """
@@ -574,16 +572,6 @@ __device__ __forceinline__ void dec_logits_mma(float* smem, int kg, int nt0, int
 // rows: per 4 k one 16-byte W2 load per slot and one h2 load per row (k rotated per lane, below); the 2 pixels left (96, 97) by lane parity, 2 k a lane, shuffle-summed over the 16 lanes
 // of each parity (a 4th slot of 32 lanes for 2 pixels measured 0.2-0.5 us slower). Warps 4-7 store their partial logits
 // to PART[w - 4], warps 0-3 add theirs (fixed order), so PART holds DEC_KG = 4 k-group sums as before.
-#ifdef VAE_CK_W2_SHIFT
-// dev: W2's slice as 8 groups of 12 unpadded rows, group g 16 g bytes further along the banks (one bulk copy a
-// group, one for pixels 96, 97), and lane l's slot j on pixel 12 (l % 8) + 4 j + l / 8: the 8 lanes of a
-// quarter-warp read 8 groups at one k (conflict-free), so every lane reads the same h2 k (broadcasts)
-constexpr int W2_GROUPS = 8, W2_GROWS = 12, W2_GLD = W2_GROWS * H + 4;
-static_assert(W2_GROUPS * W2_GROWS == 96 && D_SLICE - 96 == 2 && (W2_GLD * 4) % 16 == 0, "8 x 12 rows + 2");
-__device__ __forceinline__ int w2_pixel(int lane, int j) { return W2_GROWS * (lane & 7) + 4 * j + (lane >> 3); }
-__device__ __forceinline__ int w2_offset(int p) { return (p / W2_GROWS) * W2_GLD + (p % W2_GROWS) * H; }
-static_assert(W2_GROUPS * W2_GLD + 2 * H <= DEC_NT * 8 * HS, "the groups fit W2's smem");
-#endif
 template <int R>
 __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane) {
   using S = Smem<R>;
@@ -601,11 +589,7 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
   // lanes of a quarter-warp read 8 different 16-byte columns, conflict-free (h2's reads follow, no longer
   // broadcasts; 7 bulk copies instead of 98 one-row copies measured -0.5 us at B = 1 and 128)
   constexpr int W2LD = H;
-#ifdef VAE_CK_W2_SHIFT
-  constexpr int rot = 0;
-#else
   const int rot = 4 * (lane & 7);
-#endif
 #ifndef VAE_SKIP_DEC
 #pragma unroll 2
   for (int k4 = 0; k4 < KW; k4 += 4) {
@@ -613,11 +597,7 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
     float4 w[NS];
 #pragma unroll
     for (int j = 0; j < NS; ++j)
-#ifdef VAE_CK_W2_SHIFT
-      w[j] = *reinterpret_cast<const float4*>(w2 + w2_offset(w2_pixel(lane, j)) + kk);
-#else
       w[j] = *reinterpret_cast<const float4*>(w2 + min(lane + 32 * j, D_SLICE - 1) * W2LD + kk);
-#endif
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const float4 h = *reinterpret_cast<const float4*>(h2 + r * HS + kk);
@@ -635,11 +615,7 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
 #endif
   float accx[R];   // pixel 32 NS + lane % 2, k = k0 + 2 (lane / 2) + {0, 1}; then summed over the 16 lanes
   {
-#ifdef VAE_CK_W2_SHIFT
-    const float2 wx = *reinterpret_cast<const float2*>(w2 + w2_offset(32 * NS) + (lane & 1) * W2LD + 2 * (lane >> 1));
-#else
     const float2 wx = *reinterpret_cast<const float2*>(w2 + (32 * NS + (lane & 1)) * W2LD + 2 * (lane >> 1));
-#endif
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const float2 h = *reinterpret_cast<const float2*>(h2 + r * HS + 2 * (lane >> 1));
@@ -654,14 +630,9 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
   if (warp >= DEC_KG) {
 #pragma unroll
     for (int j = 0; j < NS; ++j)
-#ifdef VAE_CK_W2_SHIFT
-#pragma unroll
-      for (int r = 0; r < R; ++r) part[r * PART_LD + w2_pixel(lane, j)] = acc[j][r];
-#else
       if (lane + 32 * j < D_SLICE)
 #pragma unroll
         for (int r = 0; r < R; ++r) part[r * PART_LD + lane + 32 * j] = acc[j][r];
-#endif
     if (lane < PX)
 #pragma unroll
       for (int r = 0; r < R; ++r) part[r * PART_LD + 32 * NS + lane] = accx[r];
@@ -670,14 +641,9 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
   if (warp < DEC_KG) {
 #pragma unroll
     for (int j = 0; j < NS; ++j)
-#ifdef VAE_CK_W2_SHIFT
-#pragma unroll
-      for (int r = 0; r < R; ++r) part[r * PART_LD + w2_pixel(lane, j)] += acc[j][r];
-#else
       if (lane + 32 * j < D_SLICE)
 #pragma unroll
         for (int r = 0; r < R; ++r) part[r * PART_LD + lane + 32 * j] += acc[j][r];
-#endif
     if (lane < PX)
 #pragma unroll
       for (int r = 0; r < R; ++r) part[r * PART_LD + 32 * NS + lane] += accx[r];
@@ -825,19 +791,11 @@ vae_elbo_kernel(const float* __restrict__ x,
   PROF(11);   // the encoder's arithmetic done (PROF(2) follows the copies' issue)
   if constexpr (R <= 9) {  // the slice's 98 rows unpadded (dec_logits_ffma reads them rotated): 7 copies of 14 rows
     // (98 one-row copies kept the issuing warps ~1 us before the h push)
-#ifdef VAE_CK_W2_SHIFT   // dev: 8 groups of 12 rows, 16 B apart in the banks, and pixels 96, 97
-    if (warp == 0 && lane <= W2_GROUPS) {
-      const int rows = lane < W2_GROUPS ? W2_GROWS : D_SLICE - W2_GROUPS * W2_GROWS;
-      bulk_copy(smem + S::W2 + lane * W2_GLD, W2 + ((size_t)rank * D_SLICE + lane * W2_GROWS) * H,
-                (uint32_t)(rows * H * sizeof(float)), &bars[BAR_W2]);
-    }
-#else
     constexpr int ROWS = 14;
     static_assert(D_SLICE % ROWS == 0 && D_SLICE / ROWS <= 32, "one copy per lane of warp 0");
     if (warp == 0 && lane < D_SLICE / ROWS)
       bulk_copy(smem + S::W2 + lane * ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * ROWS) * H,
                 (uint32_t)(ROWS * H * sizeof(float)), &bars[BAR_W2]);
-#endif
   } else {  // R = 16 (mma fragments): W2 rows into padded smem rows (stride HS), one bulk copy each, 13 per warp: issued here, where
      // the warps wait for h anyway (at the start they delayed the x tile by ~4 K cycles); they land
      // long before phase 4. BAR_W2 was armed with their bytes at the start.
