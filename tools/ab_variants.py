@@ -120,6 +120,9 @@ def main():
     ap.add_argument("--no-eager", action="store_true", help="leave out the eager-in-a-CUDA-graph column")
     ap.add_argument("--back-to-back", action="store_true",
                     help="time all replays between one event pair (no host gap), not an event pair per replay")
+    ap.add_argument("--per-call", action="store_true",
+                    help="time each call as the harness does (CUDA events around one call and a sync, 200 calls "
+                    "per sample): host work counts, for host-path changes")
     ap.add_argument("--save", action="store_true", help="only write the @REV sources under build/ab (no GPU needed)")
     ap.add_argument("--build", action="store_true", help=argparse.SUPPRESS)   # one variant, in a child
     ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)   # one variant, in a child
@@ -153,6 +156,12 @@ def main():
     from kernel_dev import graph_us
     from launch_probe import graph_us as back_to_back_us   # 20 replays between one event pair, median of 5
     timer = back_to_back_us if args.back_to_back else graph_us
+    if args.per_call:
+        from harness import timing
+        timing.warm_clock(torch.device("cuda"), 2.0)
+        def timer(fn, calls):
+            with torch.no_grad():
+                return timing.time_cuda(fn, device=torch.device("cuda"), iters=200, warmup=20)["median_us"]
     rows = [int(r) for r in args.rows.split(",")]
     x1 = torch.rand(1, 784, device="cuda")
     nets = []   # (column, forward of x): each variant at each rows_per_tile it accepts
@@ -165,11 +174,17 @@ def main():
                 continue
             nets.append((name if len(rows) == 1 else f"{name}/{r}", lambda x, net=net, r=r: net(x, r)))
     eager = models(timed[0][1])[0]
+    eager_name = "eager" if args.per_call else "eager graph"   # per call: eager's own call, else its kernels
     if not args.no_eager:   # the reference's kernels in one graph: the yardstick, same process
-        nets.append(("eager graph", lambda x: eager(x)))
-    print(f"\nGPU us per forward (CUDA-graph replay of 20 calls, "
-          f"{'20 replays back to back' if args.back_to_back else 'an event pair per replay'}, median of "
-          f"{args.rounds} interleaved rounds), rows_per_tile {args.rows}")
+        nets.append((eager_name, lambda x: eager(x)))
+    if args.per_call:   # the other yardstick: a load_inline call that launches an empty kernel
+        from harness.bench import noop_extension
+        noop = noop_extension()
+        nets.insert(len(nets) - (not args.no_eager), ("no-op call", lambda x: noop.noop(x)))
+    how = ("us per call (CUDA events around one call and a sync, median of 200 calls" if args.per_call else
+           "GPU us per forward (CUDA-graph replay of 20 calls, " +
+           ("20 replays back to back" if args.back_to_back else "an event pair per replay"))
+    print(f"\n{how}, median of {args.rounds} interleaved rounds), rows_per_tile {args.rows}")
     print(f"{'B':>7s} " + " ".join(f"{name:>12s}" for name, _ in nets))
     for B in (int(b) for b in args.sizes.split(",")):
         x = torch.rand(B, 784, device="cuda")
@@ -181,8 +196,8 @@ def main():
                 except RuntimeError:   # this rows_per_tile rejects this B (a variant with other limits)
                     samples[name].append(float("nan"))
         med = {name: statistics.median(samples[name]) for name, _ in nets}
-        ratios = "" if args.no_eager else "   x eager graph: " + " ".join(
-            f"{name} {med['eager graph'] / med[name]:.2f}" for name, _ in nets[:-1])
+        ratios = "" if args.no_eager else f"   x {eager_name}: " + " ".join(
+            f"{name} {med[eager_name] / med[name]:.2f}" for name, _ in nets[:-1])
         print(f"{B:7d} " + " ".join(f"{med[name]:12.1f}" for name, _ in nets) + ratios, flush=True)
 
 

@@ -5,9 +5,10 @@ Layers, from the floor up: the harness's no-op load_inline kernel call; pieces o
 path in a probe extension of their own (12 tensor arguments converted and checked; the (3, B) output
 and its three row views; torch's Philox reservation; an empty kernel launched as the cluster kernel is:
 120 blocks of 256 threads in clusters of 8 with 200 KB of dynamic shared memory); the solution's
-extension function called directly; ModelNew.forward; model(x) through nn.Module.__call__. Beside the
-12 arguments, the same checks on one tensor and the 10 parameters held in an object made once (a
-candidate for a leaner call: the difference is what it would save). Each is timed
+extension function called directly (with 12 tensor arguments, and, where notes/host-path.patch is
+applied, as its ModelNew calls it: x and a ParamSet holding the 10); ModelNew.forward; model(x) through
+nn.Module.__call__. Beside the 12 arguments, the same checks on one tensor and the 10 parameters held in
+an object made once. Each is timed
 two ways: the host's time inside the call (perf_counter_ns around it, the GPU kept from backing up by
 a sync every 32 calls, outside the timed part), and the harness's per-call latency (events around the
 call, a device sync after it). Run on the GPU machine from the repository root:
@@ -116,7 +117,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("out3", &out3);
   m.def("philox", &philox);
   m.def("cluster_launch", &cluster_launch);
-  pybind11::class_<ParamSet, std::shared_ptr<ParamSet>>(m, "ParamSet");
+  pybind11::class_<ParamSet, std::shared_ptr<ParamSet>>(m, "ParamSet", pybind11::module_local());
   m.def("make_params", &make_params);
   m.def("args_held", &args_held);
 }
@@ -142,6 +143,8 @@ def main():
     params = model._params
     held = probe.make_params(list(params))
     ext = solution._ext
+    # what ModelNew.forward passes with notes/host-path.patch applied
+    ext_held = ext.vae_params(list(params)) if hasattr(ext, "vae_params") else None
     timing.warm_clock(torch.device("cuda"), 2.0)
     print(f"{'B':>5s} {'layer':44s} {'host us':>8s} {'per call us':>12s}")
     for B in (int(b) for b in args.sizes.split(",")):
@@ -154,6 +157,8 @@ def main():
             ("Philox reservation (C++, generator mutex)", lambda: probe.philox(x)),
             ("empty cluster kernel, 120 x 256, 200 KB smem", lambda: probe.cluster_launch(x, 120, 200 << 10)),
             ("_ext.vae_forward(x, *params, 0)", lambda: ext.vae_forward(x, *params, 0)),
+            *([("_ext.vae_forward_held(x, held, 0)", lambda: ext.vae_forward_held(x, ext_held, 0))]
+              if ext_held is not None else []),
             ("ModelNew.forward(x)", lambda: model.forward(x)),
             ("model(x) (nn.Module.__call__)", lambda: model(x)),
         ]
