@@ -50,8 +50,7 @@ reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an inp
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE_PROFILE_CHUNKS the wg
 kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
-phase: GPU time by prefix), VAE_CK_X_MC (a candidate, not yet run: the x tile by multicast, once per
-cluster; notes/solution.md, session 17); for vae_elbo_kernel_wg VAE_WG_*
+phase: GPU time by prefix); for vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
 """
@@ -233,14 +232,6 @@ __device__ __forceinline__ void cluster_arrive() {   // this thread's earlier ac
 __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
 }
-#ifdef VAE_CK_X_MC
-// dev. Thread 0 only: bulk_copy into the same smem offset, counted on the same mbarrier, of every block of the
-// cluster in `mask` (whose mbarriers must be valid: after a cluster barrier).
-__device__ __forceinline__ void bulk_copy_mc(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint16_t mask) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;"
-               :: "r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)), "h"(mask) : "memory");
-}
-#endif
 
 // >>> tf32 helpers (tools/tf32_mma.py reads this block for the probes)
 // v = big + small, both TF32 (round to nearest): three products per multiply-add (big*big +
@@ -766,9 +757,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     mbar_expect(&bars[BAR_OUT], rank == 0 ? (uint32_t)((CLUSTER - 1) * R * (1 + L_SLICE) * sizeof(float)) : 0u);
     mbar_expect(&bars[BAR_H2], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
     mbar_fence_init();
-#ifndef VAE_CK_X_MC
     bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
-#endif
   }
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
   for (int i = rows * D + tid; i < R * D; i += THREADS) smem[S::X + i] = 0.f;   // rows past B
@@ -779,13 +768,6 @@ vae_elbo_kernel(const float* __restrict__ x,
     WarpRows<ENC_U, D> w;
 #ifndef VAE_SKIP_ENC
     load_rows(We, unit0, lane, w);
-#endif
-#ifdef VAE_CK_X_MC   // dev: the x tile read from L2 once per cluster: rows rank, rank + 8 to all 8 blocks
-    cluster_wait();   // every block's mbarriers valid (the We loads above are in flight meanwhile)
-    if (tid == 0)
-      for (int r = rank; r < rows; r += CLUSTER)
-        bulk_copy_mc(smem + S::X + r * D, x + ((size_t)row0 + r) * D, (uint32_t)(D * sizeof(float)), &bars[BAR_X],
-                     (uint16_t)((1u << CLUSTER) - 1));
 #endif
     mbar_wait(&bars[BAR_X], 0);
     __syncthreads();   // zero-filled rows visible
@@ -829,9 +811,7 @@ vae_elbo_kernel(const float* __restrict__ x,
   WarpRows<1, H> wml;
   load_rows(is_mu ? Wmu : Wlv, j2, lane, wml);
   PROF(2);
-#ifndef VAE_CK_X_MC
   cluster_wait();    // every block of the cluster has started (cheap by now)
-#endif
   __syncthreads();   // own h slice complete
   push_slice<R, H>(smem + S::HID, &bars[BAR_HID], rank, tid);
   // thread t < 4R's noise, drawn while the peers' h slices arrive (in phase 2 it was on the path; at

@@ -210,8 +210,6 @@ VARIANTS = {"prof": "-DVAE_PROFILE", "skip_enc": "-DVAE_SKIP_ENC", "skip_dec": "
             # the cluster kernel ended after the launch, the x tile, the encoder, the h exchange (wrong results)
             "ck_stop0": "-DVAE_CK_STOP=0", "ck_stop1": "-DVAE_CK_STOP=1", "ck_stop2": "-DVAE_CK_STOP=2",
             "ck_stop3": "-DVAE_CK_STOP=3",
-            # cluster-kernel candidate (session 17): the x tile by multicast bulk copies, read from L2 once per cluster
-            "ck_xmc": "-DVAE_CK_X_MC",
             # vae_elbo_kernel_wg: costs by omission (wrong results), chain counts, chunks per wgmma wait
             "wg_base": "", "wg_cheap_epi": "-DVAE_WG_CHEAP_EPI", "wg_no_mma": "-DVAE_WG_NO_MMA",
             "wg_no_load": "-DVAE_WG_NO_LOAD", "wg_no_mma_load": "-DVAE_WG_NO_MMA -DVAE_WG_NO_LOAD",

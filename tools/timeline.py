@@ -8,7 +8,7 @@ issued, h slices landed, z landed, decoder hidden done, W2 landed, last layer do
 0 only: peers' sums landed, outputs stored; last, the encoder's arithmetic done (before the W2 copies).
 
 Run on the GPU machine from the repository root (about a minute with the build):
-    python3 tools/timeline.py [--sizes 1,128] [--flags="-DVAE_CK_XMC"]
+    python3 tools/timeline.py [--sizes 1,128] [--flags="-DVAE_CK_STOP=3"]
 """
 import argparse
 import os
