@@ -44,6 +44,10 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
   A row whose activations leave FP16's range (|v| >= 65504) is recomputed in plain fp32 by one warp
   (wg_exact_row), so no input that eager handles overflows.
 - draw_noise_kernel: test entry, the noise the kernels draw.
+Host side: ModelNew.forward hands the extension x and a ParamSet (its 10 Parameters' own tensors, made again
+when a parameter or layer is replaced; vae_forward_held), instead of 12 tensor arguments, and the three outputs
+are rows of one (3, B) tensor made without select (output_row): ~2-10 us less per call than v12. Error
+messages format numbers with std::to_string (see shape_str: streaming an integer crashed on the H200).
 Noise: drawn in-kernel with torch's Philox layout and the default CUDA generator's
 reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an input instead
 (vae_forward_eps, CPP_DECL_EPS: the leaderboard exports of `python -m harness export`).
@@ -2642,6 +2646,9 @@ static Noise reserve_noise(int64_t n, c10::DeviceIndex dev) {
 }
 #endif
 
+// Error messages format numbers with std::to_string, never by streaming them: on the H200 machine (torch 2.11,
+// Python 3.12) an integer streamed into c10::str's ostringstream from this extension segfaults (std::ostream's
+// _M_insert<long> / <unsigned long>, seen under cuda-gdb); strings, devices and dtypes stream fine.
 // "(2, 4, 784)": built by hand so error paths stay trivial
 static std::string shape_str(const at::Tensor& t) {
   std::string s = "(";
@@ -2656,7 +2663,7 @@ static void check_param(const at::Tensor& t, const char* name, int64_t rows, int
   TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, "vae_forward: ", name, " must be float32, got ", t.scalar_type());
   const bool shape_ok = cols < 0 ? (t.dim() == 1 && t.size(0) == rows)
                                  : (t.dim() == 2 && t.size(0) == rows && t.size(1) == cols);
-  TORCH_CHECK(shape_ok, "vae_forward: ", name, " has shape ", shape_str(t), ", expected (", rows,
+  TORCH_CHECK(shape_ok, "vae_forward: ", name, " has shape ", shape_str(t), ", expected (", std::to_string(rows),
               cols < 0 ? std::string(")") : ", " + std::to_string(cols) + ")");
   TORCH_CHECK(t.is_contiguous() && (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16) == 0,
               "vae_forward: ", name, " must be contiguous and 16-byte aligned");
@@ -2672,7 +2679,7 @@ static Params check_inputs(const at::Tensor& x, const at::Tensor& We, const at::
   TORCH_CHECK(x.is_cuda(), "vae_forward: x must be a CUDA tensor, got device ", x.device());
   TORCH_CHECK_TYPE(x.scalar_type() == at::kFloat, "vae_forward: x must be float32, got ", x.scalar_type());
   TORCH_CHECK(x.dim() == 2 && x.size(1) == D, "vae_forward: x must have shape (B, " + std::to_string(D) + "), got " + shape_str(x));
-  TORCH_CHECK(x.size(0) <= (int64_t)1 << 28, "vae_forward: batch size ", x.size(0), " too large");
+  TORCH_CHECK(x.size(0) <= (int64_t)1 << 28, "vae_forward: batch size ", std::to_string(x.size(0)), " too large");
   const at::Device dev = x.device();
   check_param(We, "encoder[0].weight", H, D, dev);
   check_param(be, "encoder[0].bias", H, -1, dev);
@@ -2844,7 +2851,19 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
 }
 
 #ifndef VAE_EPS_INPUT
-// ModelNew.forward: returns (elbo, recon, kl), the rows of one (3, B) allocation.
+struct ParamSet { at::Tensor t[10]; };   // the 10 parameters, held (CPP_BIND binds the same struct)
+
+// Row k of the (3, B) output as a tensor of its own on the same storage: what out.select(0, k) gives, made
+// without the dispatcher and autograd's view records (three selects cost ~2 us of host time a call; no
+// gradient flows through these outputs, and each row is a plain contiguous tensor).
+static at::Tensor output_row(const at::Tensor& out, int64_t k) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(out.storage()), out.key_set(), out.dtype());
+  impl->set_sizes_contiguous({out.size(1)});
+  impl->set_storage_offset(out.storage_offset() + k * out.size(1));
+  return at::Tensor(std::move(impl));
+}
+
+// The forward: returns (elbo, recon, kl), the rows of one (3, B) allocation.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> vae_forward(
     at::Tensor x, const at::Tensor& We, const at::Tensor& be, const at::Tensor& Wmu, const at::Tensor& bmu,
     const at::Tensor& Wlv, const at::Tensor& blv, const at::Tensor& W1, const at::Tensor& b1,
@@ -2854,7 +2873,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vae_forward(
   const int64_t B = x.size(0);
   at::Tensor out = at::empty({3, B}, x.options());
   if (B > 0) launch_forward(as_kernel_input(x), w, reserve_noise(B * L, x.device().index()), out, rows_per_tile);
-  return {out.select(0, 0), out.select(0, 1), out.select(0, 2)};
+  return {output_row(out, 0), output_row(out, 1), output_row(out, 2)};
+}
+
+// ModelNew.forward's call: the 10 parameters held in a ParamSet made when they change. It holds the Parameters'
+// own tensors (in-place edits and `.data =` are seen); vae_forward checks all 10 again every call.
+std::shared_ptr<ParamSet> vae_params(const std::vector<at::Tensor>& t) {
+  TORCH_CHECK(t.size() == 10, "vae_params: expected the 10 parameters (We, be, Wmu, bmu, Wlv, blv, W1, b1, W2, b2), "
+              "got ", std::to_string(t.size()));
+  auto p = std::make_shared<ParamSet>();
+  for (int i = 0; i < 10; ++i) p->t[i] = t[i];
+  return p;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> vae_forward_held(const at::Tensor& x, const ParamSet& p,
+                                                                int64_t rows_per_tile) {
+  const at::Tensor* t = p.t;
+  return vae_forward(x, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], rows_per_tile);
 }
 
 // Test-only: the noise the fused kernel draws for a (rows, cols) tensor, through the
@@ -2884,7 +2919,7 @@ at::Tensor vae_forward_eps(
   TORCH_CHECK(eps.device() == x.device(), "vae_forward: eps is on ", eps.device(), " but x is on ", x.device());
   TORCH_CHECK_TYPE(eps.scalar_type() == at::kFloat, "vae_forward: eps must be float32, got ", eps.scalar_type());
   TORCH_CHECK(eps.dim() == 2 && eps.size(0) == B && eps.size(1) == L,
-              "vae_forward: eps must have shape (", B, ", ", L, ") to match x, got ", shape_str(eps));
+              "vae_forward: eps must have shape (", std::to_string(B), ", ", std::to_string(L), ") to match x, got ", shape_str(eps));
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor out = at::empty({3, B}, x.options());
   if (B > 0) {
@@ -2903,6 +2938,23 @@ CPP_DECL = (
     "const at::Tensor& b2, int64_t rows_per_tile);\n"
     "at::Tensor draw_noise(int64_t rows, int64_t cols, int64_t device_index);\n"
 )
+# The module's host code and bindings (load_inline's, written out to add a class). ModelNew.forward calls
+# vae_forward_held(x, params, rows_per_tile): the 10 parameters ride in a ParamSet made when they change, so a
+# call converts 2 Python arguments instead of 12 (~2 us of host time). The ParamSet holds the Parameters'
+# own tensors, so in-place edits and `.data =` are seen, and vae_forward checks all 10 again every call.
+CPP_BIND = r"""
+struct ParamSet { at::Tensor t[10]; };   // as in CUDA_SRC
+std::shared_ptr<ParamSet> vae_params(const std::vector<at::Tensor>& t);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> vae_forward_held(const at::Tensor& x, const ParamSet& p,
+                                                                int64_t rows_per_tile);
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("vae_forward", torch::wrap_pybind_function(vae_forward), "vae_forward");
+  m.def("draw_noise", torch::wrap_pybind_function(draw_noise), "draw_noise");
+  pybind11::class_<ParamSet, std::shared_ptr<ParamSet>>(m, "ParamSet", pybind11::module_local());   // each build its own
+  m.def("vae_params", torch::wrap_pybind_function(vae_params), "vae_params");
+  m.def("vae_forward_held", torch::wrap_pybind_function(vae_forward_held), "vae_forward_held");
+}
+"""
 # The exports' declaration (harness export): CUDA_SRC compiled with "#define VAE_EPS_INPUT" first.
 CPP_DECL_EPS = (
     "at::Tensor vae_forward_eps(at::Tensor x, at::Tensor eps, const at::Tensor& We, const at::Tensor& be, "
@@ -2920,10 +2972,10 @@ def _build():
         extra = os.environ.get("VAE_EXTRA_CUDA_FLAGS", "").split()   # dev variants, see tools/kernel_dev.py
         suffix = "_" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8] if extra else ""
         return load_inline(
-            name="vae_elbo_fused_v12" + suffix,
-            cpp_sources=CPP_DECL,
+            name="vae_elbo_fused_v13" + suffix,
+            cpp_sources=CPP_DECL + CPP_BIND,
             cuda_sources=CUDA_SRC,
-            functions=["vae_forward", "draw_noise"],
+            functions=None,   # CPP_BIND's module
             extra_cuda_cflags=["-O3"] + extra,
             verbose=False,
         )
@@ -2954,6 +3006,7 @@ class ModelNew(nn.Module):
     """Same parameters as reference.Model; forward is one fused CUDA kernel (forward only, no autograd)."""
 
     _registrations_seen = -1   # _REGISTRATIONS when self._params was last taken (-1: take them at the first call)
+    _held_for = None           # the self._params tuple that self._held (the extension's ParamSet) was made from
 
     def __init__(self, input_dim, hidden_dim, latent_dim):
         super().__init__()
@@ -2990,4 +3043,14 @@ class ModelNew(nn.Module):
         if self._registrations_seen != _REGISTRATIONS[0]:   # a parameter or layer may have been replaced
             self._refresh_params()
             self._registrations_seen = _REGISTRATIONS[0]
-        return _ext.vae_forward(x, *self._params, rows_per_tile)
+        if self._held_for is not self._params:   # new tensors (construction, refresh, .to(), load_state_dict)
+            self._held = _ext.vae_params(self._params)
+            self._held_for = self._params
+        return _ext.vae_forward_held(x, self._held, rows_per_tile)
+
+    def __getstate__(self):
+        # copy.deepcopy, pickle, torch.save: the ParamSet is a C++ object; the copy makes its own at its first call
+        state = super().__getstate__()
+        state.pop("_held", None)
+        state.pop("_held_for", None)
+        return state

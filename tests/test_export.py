@@ -380,6 +380,15 @@ def test_exported_kernelbench_solution_builds(exported):
 
 
 @pytest.mark.gpu
+def test_exported_solution_rejects_mismatched_noise(exported):
+    sol = load(os.path.join(exported["kernelbench"], "solution.py"), "kb_sol_gpu")
+    model = sol.ModelNew(784, 256, 32).cuda()
+    with pytest.raises(RuntimeError, match=r"eps must have shape \(2, 32\) to match x, got \(3, 32\)"):
+        model(torch.rand(2, 784, device="cuda"), torch.randn(3, 32, device="cuda"))
+    torch.cuda.synchronize()   # and the context is still healthy
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("batch_size", [1, 128, 1000, 16384])
 def test_exported_kernelbench_solution_matches_its_reference(exported, batch_size):
     """Rule: allclose atol = rtol = 1e-4 against the exported float32 reference (KernelBench's fp32 rule)."""

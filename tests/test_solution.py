@@ -101,6 +101,34 @@ def test_replaced_parameters_are_taken_at_the_next_call():
 
 
 @pytest.mark.build
+def test_held_parameters_follow_the_tuple_and_stay_out_of_copies():
+    # forward hands the extension a ParamSet made from self._params: a new tuple must give a new ParamSet,
+    # and copy.deepcopy / pickle (which cannot copy a C++ object) must leave it behind, the copy making its own
+    import pickle
+    m = _solution().ModelNew(*SIZES)
+    with pytest.raises(RuntimeError, match="CUDA tensor"):
+        m(torch.rand(2, D))
+    first = m._held
+    assert m._held_for is m._params
+    m.fc_mu.bias = torch.nn.Parameter(torch.randn(L))
+    with pytest.raises(RuntimeError, match="CUDA tensor"):
+        m(torch.rand(2, D))
+    assert m._held is not first and m._held_for is m._params and m._params[3] is m.fc_mu.bias
+    for c in (copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+        assert "_held" not in c.__dict__ and c._held_for is None
+        assert torch.equal(c.fc_mu.bias, m.fc_mu.bias)
+        with pytest.raises(RuntimeError, match="CUDA tensor"):
+            c(torch.rand(2, D))
+        assert c._held_for is c._params and c._params[3] is c.fc_mu.bias is not m.fc_mu.bias
+
+
+@pytest.mark.build
+def test_param_set_wants_ten_tensors():
+    with pytest.raises(RuntimeError, match="expected the 10 parameters"):
+        _solution()._ext.vae_params([torch.zeros(3)])
+
+
+@pytest.mark.build
 def test_state_dict_keys_and_init_match_reference():
     torch.manual_seed(3)
     ref = reference.Model(*SIZES)
@@ -313,6 +341,54 @@ def test_replaced_weight_and_layer_are_honoured():
 
 
 @pytest.mark.gpu
+def test_data_reassignment_and_copies_are_honoured():
+    # `.data =` swaps a Parameter's storage under the same object (no registration): the held tensors are the
+    # Parameters' own, so the next call must read the new storage; a deep copy must compute like the original
+    ref, new = _models(seed=7)
+    x = torch.rand(45, D, device="cuda")
+    before = _run(new, x, 2)
+    torch.manual_seed(11)
+    w = torch.randn(H, L, device="cuda") * 0.2
+    for m in (ref, new):
+        m.decoder[0].weight.data = w.clone()
+    after = _run(new, x, 2)
+    assert not torch.allclose(after[1], before[1]), "the new decoder[0].weight should change recon"
+    _assert_close(after, _run(ref, x, 2), "after decoder[0].weight.data = w")
+    _assert_close(_run(copy.deepcopy(new), x, 2), after, "a deep copy")
+    new.fc_mu.weight.data = torch.randn(L, H + 1, device="cuda")
+    with pytest.raises(RuntimeError, match=r"fc_mu.weight has shape \(32, 257\), expected \(32, 256\)"):
+        new(x)
+    new.double()
+    with pytest.raises(TypeError, match=r"encoder\[0\]\.weight must be float32"):
+        new(x)
+
+
+@pytest.mark.gpu
+def test_outputs_are_plain_rows_of_one_allocation():
+    # the three outputs are made by hand on one (3, B) storage (output_row): each must behave as a tensor of
+    # its own: right shape, stride and values, outliving the others, usable in-place and in autograd
+    ref, new = _models(seed=8)
+    x = torch.rand(29, D, device="cuda")
+    elbo, recon, kl = _run(new, x, 4)
+    want = _run(ref, x, 4)
+    _assert_close((elbo, recon, kl), want, "rows")
+    assert all(t.is_contiguous() and t.stride() == (1,) and t.shape == (29,) and t.device == x.device
+               for t in (elbo, recon, kl))
+    assert elbo.untyped_storage().data_ptr() == kl.untyped_storage().data_ptr()
+    assert (elbo.storage_offset(), recon.storage_offset(), kl.storage_offset()) == (0, 29, 58)
+    assert not any(t.requires_grad for t in (elbo, recon, kl))
+    del elbo, recon
+    junk = [torch.rand(3, 29, device="cuda") for _ in range(4)]   # would take the (3, B) block were it freed
+    torch.testing.assert_close(kl, want[2], atol=ATOL, rtol=RTOL)
+    del junk
+    kl2 = kl.clone().requires_grad_()
+    (kl2 * 2).sum().backward()
+    assert torch.equal(kl2.grad, torch.full_like(kl, 2.0))
+    kl.mul_(2)
+    torch.testing.assert_close(kl, 2 * want[2], atol=2 * ATOL, rtol=RTOL)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("layout", ["column_slice", "transposed", "misaligned"])
 def test_non_contiguous_and_misaligned_input(layout):
     ref, new = _models(seed=6)
@@ -341,6 +417,7 @@ def test_empty_batch():
     (lambda: torch.rand(2, 4, D, device="cuda"), RuntimeError, "shape"),
     (lambda: torch.rand(4, D + 1, device="cuda"), RuntimeError, "shape"),
     (lambda: torch.rand(D, device="cuda"), RuntimeError, "shape"),
+    (lambda: torch.rand(1, D, device="cuda").expand(2**28 + 1, D), RuntimeError, "batch size 268435457 too large"),
 ])
 def test_bad_input_raises(bad, exc, match):
     _, new = _models()
