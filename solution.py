@@ -1668,6 +1668,19 @@ __device__ __forceinline__ void pow2_scale(float m, float& sc, float& inv) {
   sc = scaled ? __uint_as_float((268u - e) << 23) : 1.f;     // 2^(141 - e)
   inv = scaled ? __uint_as_float((e - 14u) << 23) : 1.f;     // 2^(e - 141)
 }
+// Float4 unit u of row r (its columns 4u .. 4u + 3), times sc, as hi | lo FP16 into the workspace.
+__device__ __forceinline__ void w_store(uint8_t* __restrict__ ws, const WRow& r, int u, float4 w, float sc) {
+  using namespace wg;
+  const int v = u & 3;   // columns 4v .. 4v + 3 of chunk u / 4
+  uint8_t* dst = ws + ws_at(r.l, u >> 2, 0);
+  uint32_t hi0, lo0, hi1, lo1;
+  split16(w.x * sc, w.y * sc, hi0, lo0);   // k positions 2v, 2v + 1
+  split16(w.z * sc, w.w * sc, hi1, lo1);   // 2v + 8, 2v + 9
+  *reinterpret_cast<uint32_t*>(dst + b_unit(r.n, 0) + 4 * v) = hi0;
+  *reinterpret_cast<uint32_t*>(dst + b_unit(r.n, 1) + 4 * v) = hi1;
+  *reinterpret_cast<uint32_t*>(dst + b_unit(r.n, 2) + 4 * v) = lo0;
+  *reinterpret_cast<uint32_t*>(dst + b_unit(r.n, 3) + 4 * v) = lo1;
+}
 template <int U> __device__ __forceinline__ void w_split(uint8_t* __restrict__ ws, const WRow& r, int row, int lane,
                                                          const float4 (&w)[U]) {
   using namespace wg;
@@ -1683,40 +1696,19 @@ template <int U> __device__ __forceinline__ void w_split(uint8_t* __restrict__ w
   pow2_scale(m, sc, inv);
 #pragma unroll
   for (int i = 0; i < U; ++i) {
-    const int u = lane + 32 * i, v = u & 3;   // columns 4v .. 4v + 3 of chunk u / 4
+    const int u = lane + 32 * i;
     if (u >= r.k4) break;
-    uint8_t* dst = ws + ws_at(r.l, u >> 2, 0);
-    uint32_t hi0, lo0, hi1, lo1;
-    split16(w[i].x * sc, w[i].y * sc, hi0, lo0);   // k positions 2v, 2v + 1
-    split16(w[i].z * sc, w[i].w * sc, hi1, lo1);   // 2v + 8, 2v + 9
-    *reinterpret_cast<uint32_t*>(dst + b_unit(r.n, 0) + 4 * v) = hi0;
-    *reinterpret_cast<uint32_t*>(dst + b_unit(r.n, 1) + 4 * v) = hi1;
-    *reinterpret_cast<uint32_t*>(dst + b_unit(r.n, 2) + 4 * v) = lo0;
-    *reinterpret_cast<uint32_t*>(dst + b_unit(r.n, 3) + 4 * v) = lo1;
+    w_store(ws, r, u, w[i], sc);
   }
-  if (lane == 0) reinterpret_cast<float*>(ws + WS_SCALES)[row] = inv;
+  if (lane == 0) reinterpret_cast<float*>(ws + wg::WS_SCALES)[row] = inv;
 }
-// The grid's warps: the first WL (H of them where there are twice as many warps) take layer 1's rows
-// (K = 784), one at a time; the others take the rest (K <= 256) three at a time, all three rows'
-// loads in flight at once. So a warp does at most one long row or three short ones (with 64 blocks:
-// 784 or 768 floats; one row after another, 1040).
-__device__ __forceinline__ void ws_split_weights(uint8_t* __restrict__ ws, const float* We, const float* Wmu,
-                                                 const float* Wlv, const float* W1, const float* W2) {
+// The rows after layer 1's (K <= 256), short warp w of wsh: three rows at a time, all three rows' loads in flight.
+__device__ __forceinline__ void ws_split_short(uint8_t* __restrict__ ws, const float* We, const float* Wmu,
+                                               const float* Wlv, const float* W1, const float* W2, int w0, int wsh) {
   using namespace wg;
   constexpr int SHORT = WROWS_ALL - H, G = 3;
-  const int lane = threadIdx.x & 31, warps = gridDim.x * blockDim.x / 32;
-  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
-  const int wl = warps >= 2 * H ? H : warps / 2, wsh = warps - wl;   // warps for long / short rows
-  if (warp < wl) {
-    for (int row = warp; row < H; row += wl) {
-      const WRow r = w_row(SC1 + row, We, Wmu, Wlv, W1, W2);
-      float4 w[(D / 4 + 31) / 32];
-      w_load(r, lane, w);
-      w_split(ws, r, SC1 + row, lane, w);
-    }
-    return;
-  }
-  for (int s0 = warp - wl; s0 < SHORT; s0 += G * wsh) {
+  const int lane = threadIdx.x & 31;
+  for (int s0 = w0; s0 < SHORT; s0 += G * wsh) {
     WRow r[G];
     float4 w[G][(H / 4 + 31) / 32];
 #pragma unroll
@@ -1729,6 +1721,26 @@ __device__ __forceinline__ void ws_split_weights(uint8_t* __restrict__ ws, const
     for (int j = 0; j < G; ++j)
       if (s0 + j * wsh < SHORT) w_split(ws, r[j], SC2 + s0 + j * wsh, lane, w[j]);
   }
+}
+// Block b's warps 0 and 1 take layer 1's rows 2b and 2b + 1 (K = 784; then + 2 nblocks ..), one at a time; its other
+// 10 warps the rest (K <= 256), one row each with 132 blocks. So every block stores about the same bytes: giving
+// the 256 long rows to the first 256 warps (12 in each of the first 22 blocks, 2 352 float4 of stores a block against
+// ~1 000) made those blocks' stores the entry's critical path (B = 1024 -1.1 us, 4096 -4.4, session 18).
+__device__ __forceinline__ void ws_split_weights(uint8_t* __restrict__ ws, const float* We, const float* Wmu,
+                                                 const float* Wlv, const float* W1, const float* W2) {
+  using namespace wg;
+  constexpr int WPB = wg::THREADS / 32, LW = 2;   // warps a block, of them on long rows
+  const int lane = threadIdx.x & 31, wib = threadIdx.x / 32;
+  if (wib < LW) {
+    for (int row = blockIdx.x * LW + wib; row < H; row += gridDim.x * LW) {
+      const WRow r = w_row(SC1 + row, We, Wmu, Wlv, W1, W2);
+      float4 w[(D / 4 + 31) / 32];
+      w_load(r, lane, w);
+      w_split(ws, r, SC1 + row, lane, w);
+    }
+    return;
+  }
+  ws_split_short(ws, We, Wmu, Wlv, W1, W2, blockIdx.x * (WPB - LW) + wib - LW, gridDim.x * (WPB - LW));
 }
 
 // Noise drawn by whole blocks, in runs of 4 consecutive columns of one row (independent chains; rows
@@ -2157,11 +2169,10 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   // spill at their 56 registers)
   const bool spares_draw = spare_noise<C>(B);
   if (tid == 0) *reinterpret_cast<volatile unsigned*>(sm + S::SPARES) = spares_draw ? nctaid() - workers<C>(B) : 0u;
-  if (spares_draw) {   // the done count zeroed before the grid sync; the spares add after it
-    if (blockIdx.x == 0 && tid == 0) *reinterpret_cast<unsigned*>(ws + WS_DONE) = 0u;
-  } else if constexpr (P::EARLY_NOISE) {
-    if (cluster < tiles) draw_first_tile<C>(eps0, noise_source(noise), cluster * BM, B, rank);
-  }
+  if (spares_draw && blockIdx.x == 0 && tid == 0)   // the done count zeroed before the grid sync; the spares add after it
+    *reinterpret_cast<unsigned*>(ws + WS_DONE) = 0u;
+  if constexpr (P::EARLY_NOISE)
+    if (!spares_draw && cluster < tiles) draw_first_tile<C>(eps0, noise_source(noise), cluster * BM, B, rank);
 #ifdef VAE_PROFILE
   const long long t_drawn = clock64();
 #endif
