@@ -1,4 +1,5 @@
-"""The dev tools' own input checks (CPU only): tools/ab_variants.py's variant specs and sources."""
+"""The dev tools' own input checks (CPU only): tools/ab_variants.py's variant specs and sources, tools/compile_check.py's
+parsing."""
 import os
 import subprocess
 import sys
@@ -58,3 +59,65 @@ def test_variant_revision_read_from_the_saved_copy_where_there_is_no_git(tmp_pat
     assert ab_variants.source_path("@main") == str(saved)
     with pytest.raises(ValueError, match="no saved copy"):
         ab_variants.source_path("@other")
+
+
+# ----- tools/compile_check.py: its parsing (the nvcc run itself needs the toolkit, see the tool's docstring) -----
+
+import compile_check  # noqa: E402
+
+PTXAS_REPORT = """\
+ptxas info    : Compiling entry function '_Z18vae_elbo_kernel_wgILi8EEvPKfS1_Pfi5NoisePh' for 'sm_90a'
+ptxas info    : Function properties for _Z18vae_elbo_kernel_wgILi8EEvPKfS1_Pfi5NoisePh
+    8 bytes stack frame, 8 bytes spill stores, 32 bytes spill loads
+ptxas info    : Used 168 registers, used 2 barriers, 8 bytes cumulative stack size
+ptxas info    : Function properties for _Z14draw_all_tilesPf
+    0 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
+ptxas info    : Compiling entry function '_Z17draw_noise_kernelPfl' for 'sm_90a'
+ptxas info    : Function properties for _Z17draw_noise_kernelPfl
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 40 registers, used 0 barriers
+"""
+
+
+def test_ptxas_report_gives_one_row_per_kernel_with_its_own_spills():
+    # the callee's properties line (draw_all_tiles) must not replace the kernel's own
+    assert compile_check.parse_ptxas(PTXAS_REPORT) == [("vae_elbo_kernel_wg<8>", 168, 8, 32, 8),
+                                                       ("draw_noise_kernel", 40, 0, 0, 0)]
+
+
+@pytest.mark.parametrize("mangled, name", [
+    ("_Z15vae_elbo_kernelILi9EEvPKf", "vae_elbo_kernel<9>"),
+    ("_Z20vae_elbo_kernel_tileILi64EEvPKf", "vae_elbo_kernel_tile<64>"),
+    ("_Z17draw_noise_kernelPfl", "draw_noise_kernel"),
+    ("plain_c_name", "plain_c_name"),
+])
+def test_kernel_names_are_demangled_with_their_template_number(mangled, name):
+    assert compile_check.kernel_name(mangled) == name
+
+
+def test_ptx_normalized_across_compiles_but_not_across_code():
+    a = "// comment\n.global .u32 _ZN40_INTERNAL_1a2b3c_7_cuda_cu_x1_d;\nadd.s32 %r1, %r2, 1;"
+    b = "// other\n.global .u32 _ZN40_INTERNAL_9f8e7d_7_cuda_cu_x1_d;\nadd.s32 %r1, %r2, 1;"
+    assert compile_check.normalize_ptx(a) == compile_check.normalize_ptx(b)
+    assert compile_check.normalize_ptx(a) != compile_check.normalize_ptx(b.replace(", 1;", ", 2;"))
+
+
+def test_source_without_cuda_src_is_named(tmp_path, capsys):
+    bad = tmp_path / "solution.py"
+    bad.write_text("print('no kernel here')\n")
+    assert compile_check.main(["--solution", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "no CUDA_SRC" in err and str(bad) in err
+    assert compile_check.cuda_source(os.path.join(compile_check.REPO, "solution.py")).lstrip().startswith("#include")
+
+
+def test_compiler_errors_keep_each_error_with_its_source_line_and_drop_header_warnings():
+    stderr = ('torch/python.h(170): warning #3189-D: "module" is parsed as an identifier\n'
+              "    module.to(dtype);\n    ^\n\n"
+              'cuda.cu(1549): error: static assertion failed with "fits in one SM\'s shared memory"\n'
+              "    static_assert(BYTES <= 227 * 1024);\n    ^\n\n"
+              '1 error detected in the compilation of "cuda.cu".\n')
+    shown = compile_check.compiler_errors(stderr)
+    assert "static assertion failed" in shown and "static_assert(BYTES" in shown and "1 error detected" in shown
+    assert "warning" not in shown and "module.to" not in shown
+    assert compile_check.compiler_errors("nvcc fatal: Unknown option '-Xfoo'") == "nvcc fatal: Unknown option '-Xfoo'"

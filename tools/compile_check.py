@@ -1,0 +1,148 @@
+"""Compile solution.py's CUDA source here, without a GPU: errors in full, then registers and spills per kernel.
+
+The device code of CUDA_SRC goes through nvcc for sm_90a with load_inline's flags, as a cubin with ptxas's
+report (a build through load_inline takes twice as long, and a grep over ptxas's output once hid an error:
+session 18). With --same-ptx-as, both sources go to PTX instead, normalized (nvcc's per-file hashes taken out),
+and the tool says whether the device code is the same: how a change that should not touch the default kernel
+is checked. Needs nvcc and torch's headers: CUDA_HOME and CPATH as in .ci/run. For example
+
+    python3 tools/compile_check.py                                   # the default build
+    python3 tools/compile_check.py -D VAE_WG_NO_LOAD -D VAE_PROFILE  # a dev switch
+    python3 tools/compile_check.py --same-ptx-as @HEAD               # did the default device code change?
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_variants import REPO, source_path  # noqa: E402
+
+NVCC_FLAGS = ["-std=c++20", "--expt-relaxed-constexpr", "-D__CUDA_NO_HALF_OPERATORS__",
+              "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+              "-D__CUDA_NO_HALF2_OPERATORS__", "-O3", "-gencode=arch=compute_90a,code=sm_90a",
+              "-DTORCH_EXTENSION_NAME=compile_check", "-D_GLIBCXX_USE_CXX11_ABI=1"]
+
+
+def cuda_source(path: str) -> str:
+    """The CUDA_SRC string of a solution file (a raw triple-quoted string, as solution.py writes it)."""
+    with open(path) as f:
+        m = re.search(r'^CUDA_SRC = r"""(.*?)"""', f.read(), re.S | re.M)
+    if not m:
+        raise ValueError(f'{path}: no CUDA_SRC = r"""...""" string found')
+    return m.group(1)
+
+
+def kernel_name(mangled: str) -> str:
+    """'_Z18vae_elbo_kernel_wgILi8EEvPKf...' -> 'vae_elbo_kernel_wg<8>'; other names as they are."""
+    m = re.match(r"_Z(\d+)", mangled)
+    if not m:
+        return mangled
+    n = int(m.group(1))
+    name, rest = mangled[m.end():m.end() + n], mangled[m.end() + n:]
+    args = re.match(r"I((?:Li-?\d+E)+)E", rest)
+    if args:
+        name += "<" + ", ".join(re.findall(r"Li(-?\d+)E", args.group(1))) + ">"
+    return name
+
+
+def parse_ptxas(report: str) -> list:
+    """ptxas -v's lines -> one (kernel, registers, spill stores, spill loads, stack bytes) per entry function."""
+    rows, name, spill = [], None, None
+    for line in report.splitlines():
+        m = re.search(r"Compiling entry function '([^']+)'", line)
+        if m:
+            name, spill = kernel_name(m.group(1)), None
+            continue
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m and name and spill is None:
+            spill = tuple(int(v) for v in m.groups())
+            continue
+        m = re.search(r"Used (\d+) registers", line)
+        if m and name and spill is not None:
+            rows.append((name, int(m.group(1)), spill[1], spill[2], spill[0]))
+            name = None
+    return rows
+
+
+def normalize_ptx(text: str) -> str:
+    """PTX with the names nvcc derives from the file (per-compile hashes) made equal, and comments dropped."""
+    text = re.sub(r"_INTERNAL_[0-9a-f_]+", "_INTERNAL_", text)
+    text = re.sub(r"_GLOBAL__N__[0-9a-f_]+", "_GLOBAL__N__", text)
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//"))
+
+
+def compiler_errors(stderr: str) -> str:
+    """nvcc's error lines, each with the two lines after it (the source line and its caret); all of stderr where
+    no line says error (torch's headers add dozens of warnings that would bury them)."""
+    lines = stderr.splitlines()
+    keep = [i + k for i, line in enumerate(lines) if re.search(r"\berror\b", line) for k in range(3)]
+    if not keep:
+        return stderr
+    return "\n".join(lines[i] for i in sorted(set(keep)) if i < len(lines))
+
+
+def nvcc(src: str, defines: list, what: str, workdir: str):
+    """Compile CUDA source text to a cubin (ptxas report) or PTX; (returncode, stderr, output text or '')."""
+    from torch.utils.cpp_extension import include_paths
+    cu = os.path.join(workdir, "cuda.cu")
+    with open(cu, "w") as f:
+        f.write(src)
+    out = os.path.join(workdir, "out." + what)
+    inc = sum([["-I", p] for p in include_paths(device_type="cuda")], []) + ["-I", sysconfig.get_paths()["include"]]
+    mode = ["-cubin", "-Xptxas", "-v"] if what == "cubin" else ["-ptx"]
+    nvcc_bin = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+    cmd = [nvcc_bin] + NVCC_FLAGS + mode + [f"-D{d}" for d in defines] + inc + [cu, "-o", out]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    text = ""
+    if r.returncode == 0 and what == "ptx":
+        with open(out) as f:
+            text = f.read()
+    return r.returncode, r.stderr, text
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--solution", default=os.path.join(REPO, "solution.py"), help="a solution file or @REV")
+    ap.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]",
+                    help="a define for the build (a dev switch), repeatable")
+    ap.add_argument("--same-ptx-as", metavar="FILE_OR_@REV",
+                    help="compare the device code (PTX) with another source's instead of reporting registers")
+    args = ap.parse_args(argv)
+    try:
+        src = cuda_source(source_path(args.solution))
+        other = cuda_source(source_path(args.same_ptx_as)) if args.same_ptx_as else None
+    except ValueError as e:
+        print(f"compile_check: {e}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        what = "ptx" if other is not None else "cubin"
+        rc, err, ptx = nvcc(src, args.defines, what, a)
+        if rc != 0:
+            print(f"compile_check: nvcc failed on {args.solution} (exit {rc}):\n{compiler_errors(err)}", file=sys.stderr)
+            return 1
+        if other is None:
+            rows = parse_ptxas(err)
+            print(f"{'kernel':<32} {'registers':>9} {'spill st':>9} {'spill ld':>9} {'stack':>6}")
+            for name, regs, st, ld, stack in rows:
+                print(f"{name:<32} {regs:>9} {st:>9} {ld:>9} {stack:>6}")
+            return 0
+        rc, err, ptx_other = nvcc(other, args.defines, what, b)
+        if rc != 0:
+            print(f"compile_check: nvcc failed on {args.same_ptx_as} (exit {rc}):\n{compiler_errors(err)}", file=sys.stderr)
+            return 1
+    mine, theirs = normalize_ptx(ptx).splitlines(), normalize_ptx(ptx_other).splitlines()
+    if mine == theirs:
+        print(f"same device code: {args.solution} and {args.same_ptx_as} ({len(mine)} PTX lines)")
+        return 0
+    differ = sum(1 for x, y in zip(mine, theirs) if x != y) + abs(len(mine) - len(theirs))
+    print(f"device code differs: {args.solution} and {args.same_ptx_as} ({differ} of {max(len(mine), len(theirs))} "
+          f"PTX lines, position by position)")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
