@@ -1659,6 +1659,11 @@ template <int U> __device__ __forceinline__ void w_load(const WRow& r, int lane,
   }
 }
 #ifdef VAE_PROFILE
+__device__ __forceinline__ unsigned long long globaltimer_ns() {   // the GPU's clock in ns, the same on every SM
+  unsigned long long v;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
+  return v;
+}
 __device__ long long wg_prof_split_loaded;   // block 0's thread 0: its row's loads landed (the max is known)
 #endif
 // The power-of-two scale sc of values whose largest |w| is m (m sc in [2^14, 2^15): FP16's range) and 1 / sc.
@@ -2162,8 +2167,9 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     mbar_init(iscful);
     mbar_fence_init();   // the inits visible to the async proxy (bulk copies' byte counts) and the cluster
   }
-#ifdef VAE_PROFILE
+#ifdef VAE_PROFILE   // (the globaltimer stamps compare blocks: which one ends the kernel)
   const long long t_entry = clock64();
+  const unsigned long long g_entry = globaltimer_ns();
 #endif
   // spares_draw's count in smem, read where needed (kept in registers across the tiles, it made the producers
   // spill at their 56 registers)
@@ -2195,6 +2201,11 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       __syncthreads();
       if (tid == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(ws + WS_DONE) : "memory");
     }
+#ifdef VAE_PROFILE
+    if (tid == 0 && (int)blockIdx.x == workers<C>(B))
+      printf("prof wg C=%d B=%d spare block %d: split + sync %lld, then draws %lld cycles; globaltimer entry %llu end "
+             "%llu ns\n", C, B, (int)blockIdx.x, t_sync - t_drawn, clock64() - t_sync, g_entry, globaltimer_ns());
+#endif
     return;
   }
   if (tid == 0) {   // the scale table (other blocks wrote it) by one bulk copy: a loop of L2 loads
@@ -2614,12 +2625,14 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     consumers_sync();   // the next tile's layer 1 writes ACT, which layer 4 read
     PROF(5);
 #ifdef VAE_PROFILE
-    if (tid == 0 && t == cluster && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1))
+    if (tid == 0 && t == cluster && (blockIdx.x == 0 || (int)blockIdx.x == workers<C>(B) - 1))   // first, last worker
       printf("prof wg C=%d B=%d block %d: first-tile noise %lld, then split + sync %lld (split %lld (block 0: loads + max "
              "%lld), grid sync %lld, scales + cluster sync %lld); layer1 %lld layer2 %lld layer3 %lld layer4 %lld, row sums + "
-             "outputs %lld cycles\n", C, B, (int)blockIdx.x, t_drawn - t_entry, prof[0] - t_drawn, t_split - t_drawn,
+             "outputs %lld cycles; globaltimer entry %llu first tile done %llu ns\n", C, B, (int)blockIdx.x,
+             t_drawn - t_entry, prof[0] - t_drawn, t_split - t_drawn,
              blockIdx.x == 0 ? wg_prof_split_loaded - t_drawn : 0ll, t_sync - t_split,
-             prof[0] - t_sync, prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3], prof[5] - prof[4]);
+             prof[0] - t_sync, prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3], prof[5] - prof[4],
+             g_entry, globaltimer_ns());
 #endif
     if (C > 1 && tid == 0 && t + clusters < tiles) {   // the blocks that push into this one may push the next
       if (P::KSPLIT1 && !P::runs_layer2(rank)) {       // tile's (not after the last: they may have exited)

@@ -1,7 +1,9 @@
 """Phase clocks of the tensor-core kernel (VAE_PROFILE build) at a few batch sizes and cluster sizes.
 
-The VAE_PROFILE build prints, for the first tile of block 0 and of the last block, the cycles of the
-first-tile noise, the weight split with its grid sync and each of the four layers. This builds it as
+The VAE_PROFILE build prints, for the first tile of block 0 and of the last worker block, the cycles of the
+first-tile noise, the weight split with its grid sync and each of the four layers, and for the first spare
+block (where there are spares) its split + sync and its noise draws; each line ends with %globaltimer stamps
+(ns, one clock for all SMs: which block ends the kernel, and when). This builds it as
 its own extension, runs each (B, rows_per_tile) twice and keeps the second (warm) launch's lines. Run on the GPU machine from the repository root, e.g.
 
     python3 tools/wg_phases.py --cases 1024:132,2048:0,4096:0
