@@ -8,6 +8,7 @@ Inputs are always random (never zeros or constants).
 import copy
 import importlib.util
 import os
+import re
 import sys
 
 import pytest
@@ -47,6 +48,53 @@ def test_the_repositorys_solution_even_when_another_comes_first_on_sys_path(tmp_
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "solution", raising=False)
     assert os.path.abspath(_solution().__file__) == os.path.join(REPO, "solution.py")
+
+
+def _check_messages(cuda_src):
+    """Each TORCH_CHECK in the CUDA source with the message arguments it streams (those after the condition)."""
+    calls, i = [], 0
+    while (i := cuda_src.find("TORCH_CHECK", i)) >= 0:
+        j = cuda_src.index("(", i)
+        depth, args, start, k, in_str = 0, [], j + 1, j, False
+        while True:
+            ch = cuda_src[k]
+            if ch == '"' and cuda_src[k - 1] != "\\":
+                in_str = not in_str
+            elif not in_str and ch in "([{":
+                depth += 1
+            elif not in_str and ch in ")]}":
+                depth -= 1
+                if depth == 0:
+                    args.append(cuda_src[start:k].strip())
+                    break
+            elif not in_str and ch == "," and depth == 1:
+                args.append(cuda_src[start:k].strip())
+                start = k + 1
+            k += 1
+        calls.append((cuda_src[i:k + 1], args[1:]))
+        i = k
+    return calls
+
+
+def _streams_a_number(arg):
+    """True where a message argument may be an integer streamed into c10::str: anything but a string literal, a
+    std::string built by std::to_string / std::string / shape_str, or a value known to stream as text."""
+    safe = (r'\s*("([^"\\]|\\.)*"\s*)+', r".*std::to_string\(.*", r".*std::string\(.*", r"shape_str\(.*\)",
+            r"name", r"dev", r"[\w.]+\.device\(\)", r"[\w.]+\.scalar_type\(\)")
+    return not any(re.fullmatch(pattern, arg, re.S) for pattern in safe)
+
+
+def test_error_messages_never_stream_an_integer():
+    # On the H200 (torch 2.11, Python 3.12) an integer streamed into a TORCH_CHECK message from this extension
+    # segfaults inside std::ostream (session 18, cuda-gdb): every number goes through std::to_string
+    cuda_src = re.search(r'^CUDA_SRC = r"""(.*?)"""', open(os.path.join(REPO, "solution.py")).read(), re.S | re.M).group(1)
+    calls = _check_messages(cuda_src)
+    assert len(calls) >= 10, "the scan found too few checks to mean anything"
+    bad = [(call.split("\n")[0], arg) for call, args in calls for arg in args if _streams_a_number(arg)]
+    assert not bad, f"TORCH_CHECK messages that stream a value (format it with std::to_string): {bad}"
+    # and the scan does see the crash's form
+    planted = _check_messages('TORCH_CHECK(n > 0, "got ", t.size(), " rows, expected ", std::to_string(r));')
+    assert [arg for _, args in planted for arg in args if _streams_a_number(arg)] == ["t.size()"]
 
 
 def _models(device="cuda", seed=0):
