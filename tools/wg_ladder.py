@@ -23,9 +23,12 @@ from torch.utils.cpp_extension import load_inline
 from hgmma_peak import PRELUDE, _wgmma
 from tf32_mma import F16_HELPERS
 
-# (name, chains, LDSA, PIPE, COPY, PREC): PREC 0 = 3xTF32 (6 wgmma m64nNk8 per 16-wide chunk), 1 = the
+# (name, chains, LDSA, PIPE, COPY, PREC[, NW]): PREC 0 = 3xTF32 (6 wgmma m64nNk8 per 16-wide chunk), 1 = the
 # same 3 products in FP16 (v = hi + lo, both FP16: 3 wgmma m64nNk16 per chunk, B rows 64 bytes of hi | lo),
-# 2 = FP16 with 32-wide chunks (6 wgmma, one wait and fp32 promotion per 32 k)
+# 2 = FP16 with 32-wide chunks (6 wgmma, one wait and fp32 promotion per 32 k); NW: columns per warpgroup
+# (default N = 128; FP16 rungs only). The NW = 64 and 32 rungs ask what a chunk costs when each warpgroup has
+# fewer columns: the fused kernel's layer 1 at C = 8 is NW = 64 as 2 x n32; 64-row tiles with the two
+# warpgroups splitting the columns would be NW = 32 (session 18's notes, next experiment 4).
 RUNGS = [
     ("operands in place (hgmma_peak)", 1, False, False, False, 0),
     ("+ A loaded and split per chunk", 1, True, False, False, 0),
@@ -39,7 +42,11 @@ RUNGS = [
     ("FP16 x3: same, 2 chains x n64", 2, True, True, True, 1),
     ("FP16 x3, 32-wide chunks: in place", 1, False, False, False, 2),
     ("FP16 x3, 32-wide chunks: copies, split", 1, True, True, True, 2),
+    ("FP16 x3: copies, split, NW 64 = 2 x n32", 2, True, True, True, 1, 64),
+    ("FP16 x3: copies, split, NW 32 = 1 x n32", 1, True, True, True, 1, 32),
+    ("FP16 x3: copies, split, NW 32 = 2 x n16", 2, True, True, True, 1, 32),
 ]
+RUNGS = [r if len(r) == 7 else r + (128,) for r in RUNGS]
 N, NS, NSRC = 128, 4, 212          # columns per warpgroup, stages, distinct chunks in the sources
 B_BYTES, A_BYTES = 2 * N * 64, 128 * 64   # per 16 k (TF32: big and small rows; FP16 32-wide: two 16-k halves)
 STAGE = B_BYTES + A_BYTES
@@ -56,15 +63,16 @@ def _wgmma_f16(n: int) -> str:
             f'               : {outs} : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));\n}}\n')
 
 
-CUDA = PRELUDE + "".join(_wgmma(n, False) + _wgmma_f16(n) for n in (64, 128)) + f"""
+CUDA = PRELUDE + "".join(_wgmma(n, False) for n in (64, 128)) + "".join(_wgmma_f16(n) for n in (16, 32, 64, 128)) + f"""
 constexpr int N = {N}, NS = {NS}, NSRC = {NSRC}, B_BYTES = {B_BYTES}, A_BYTES = {A_BYTES}, STAGE = {STAGE};
 """ + F16_HELPERS + r"""
-template <int CHAINS, bool LDSA, bool PIPE, bool COPY, int PREC>
+template <int CHAINS, bool LDSA, bool PIPE, bool COPY, int PREC, int NW>
 __global__ void __launch_bounds__(288, 1) ladder(const uint8_t* wsrc, const uint8_t* xsrc, float* sink,
                                                  int64_t* cycles, int iters) {
   // per chunk: KS 16-wide k-slices; B bytes (TF32: big + small rows of 64 B; FP16: hi | lo in one 64-B
   // row per slice); A: 128 rows x 64 B of fp32 per slice
-  constexpr int KS = PREC == 2 ? 2 : 1, BB = PREC == 0 ? B_BYTES : KS * N * 64, AB = KS * A_BYTES, STG = BB + AB;
+  static_assert(PREC == 1 || NW == N, "fewer columns per warpgroup: FP16 rungs only");
+  constexpr int KS = PREC == 2 ? 2 : 1, BB = PREC == 0 ? B_BYTES : KS * NW * 64, AB = KS * A_BYTES, STG = BB + AB;
   extern __shared__ __align__(1024) uint8_t sm[];
   uint64_t* full = reinterpret_cast<uint64_t*>(sm + NS * STG);
   uint64_t* empty = full + NS;
@@ -95,7 +103,7 @@ __global__ void __launch_bounds__(288, 1) ladder(const uint8_t* wsrc, const uint
     return;
   }
   const int r0 = 64 * (tid / 128) + 16 * ((tid / 32) % 4) + (lane >> 2);   // A rows r0, r0 + 8
-  constexpr int SUB = N / CHAINS / 2;
+  constexpr int SUB = NW / CHAINS / 2;
   uint32_t a[KS][2][2][4];   // TF32: [0][big | small][k-step][fragment]; FP16: [slice][hi | lo][0][fragment]
   for (int i = 0; i < 16 * KS; ++i)
     a[i / 16][(i / 8) % 2][(i / 4) % 2][i % 4] = PREC == 0 ? __float_as_uint((float)((tid + i) % 9) * 0.5f) & 0xFFFFE000u
@@ -142,7 +150,7 @@ __global__ void __launch_bounds__(288, 1) ladder(const uint8_t* wsrc, const uint
     } else {
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
-        const uint32_t b = big + ks * N * 64;   // slice ks: rows of 64 B, hi at +0, lo at +32 (desc64's j)
+        const uint32_t b = big + ks * NW * 64;   // slice ks: rows of 64 B, hi at +0, lo at +32 (desc64's j)
 #pragma unroll
         for (int h = 0; h < CHAINS; ++h) mma16(acc[h], a[ks][1][0], desc64(b + h * SUB * 2 * 64, 0));   // lo * hi
 #pragma unroll
@@ -171,10 +179,10 @@ __global__ void __launch_bounds__(288, 1) ladder(const uint8_t* wsrc, const uint
 }
 
 #include <torch/extension.h>
-template <int CHAINS, bool LDSA, bool PIPE, bool COPY, int PREC>
+template <int CHAINS, bool LDSA, bool PIPE, bool COPY, int PREC, int NW>
 void go(torch::Tensor w, torch::Tensor x, torch::Tensor sink, torch::Tensor cycles, int64_t iters) {
   const int smem = NS * (PREC == 2 ? B_BYTES + 2 * A_BYTES : STAGE) + 2 * NS * 8 + 1024;
-  auto k = ladder<CHAINS, LDSA, PIPE, COPY, PREC>;
+  auto k = ladder<CHAINS, LDSA, PIPE, COPY, PREC, NW>;
   cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   k<<<(int)cycles.numel(), 288, smem>>>(w.data_ptr<uint8_t>(), x.data_ptr<uint8_t>(), sink.data_ptr<float>(),
                                          cycles.data_ptr<int64_t>(), (int)iters);
@@ -182,8 +190,8 @@ void go(torch::Tensor w, torch::Tensor x, torch::Tensor sink, torch::Tensor cycl
 void run(int64_t v, torch::Tensor w, torch::Tensor x, torch::Tensor sink, torch::Tensor cycles, int64_t iters) {
   switch (v) {
 """ + "".join(
-    f"    case {i}: go<{c}, {str(l).lower()}, {str(p).lower()}, {str(cp).lower()}, {pr}>(w, x, sink, cycles, iters); break;\n"
-    for i, (_, c, l, p, cp, pr) in enumerate(RUNGS)) + r"""  }
+    f"    case {i}: go<{c}, {str(l).lower()}, {str(p).lower()}, {str(cp).lower()}, {pr}, {nw}>(w, x, sink, cycles, iters); break;\n"
+    for i, (_, c, l, p, cp, pr, nw) in enumerate(RUNGS)) + r"""  }
 }
 """
 
@@ -202,7 +210,7 @@ def main():
     cycles = torch.empty(sms, dtype=torch.int64, device="cuda")
     iters = 2000
     print(f"{'rung':42s} {'us':>8s} {'TFLOP/s':>8s} {'% peak':>7s} {'cycles/16 k':>13s} {'SM GHz':>7s}")
-    for i, (name, *_rest, prec) in enumerate(RUNGS):
+    for i, (name, *_rest, prec, nw) in enumerate(RUNGS):
         src = w16 if prec else w
         for _ in range(3):   # warm the clock
             ext.run(i, src, x, sink, cycles, iters)
@@ -216,7 +224,7 @@ def main():
             torch.cuda.synchronize()
             ts.append(a.elapsed_time(b) * 1e3)
         us = sorted(ts)[2]
-        macs = 2 * iters * 3 * 64 * N * 16   # two warpgroups, 3 products of m64 n128 over each 16 k
+        macs = 2 * iters * 3 * 64 * nw * 16   # two warpgroups, 3 products of m64 nNW over each 16 k
         cyc = cycles.float().median().item()
         clock_hz = cyc / (us * 1e-6)
         tflops = 2 * macs * sms / (us * 1e-6) / 1e12
