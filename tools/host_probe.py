@@ -1,17 +1,15 @@
 """Where a forward's per-call time goes on the host: the CPU cost of each layer of the call, and the
 per-call latency the harness measures (CUDA events around one call, a sync between calls).
 
-Layers, from the floor up: the harness's no-op load_inline kernel call; pieces of the solution's host
-path in a probe extension of their own (12 tensor arguments converted and checked; the (3, B) output
-and its three row views; torch's Philox reservation; an empty kernel launched as the cluster kernel is:
+Layers, from the floor up: the harness's no-op load_inline kernel call; pieces of a host path in a probe
+extension of their own (12 tensor arguments converted and checked; the (3, B) output and its three row
+views by select, v12's way; torch's Philox reservation; an empty kernel launched as the cluster kernel is:
 120 blocks of 256 threads in clusters of 8 with 200 KB of dynamic shared memory); the solution's
-extension function called directly (with 12 tensor arguments, and, where notes/host-path.patch is
-applied, as its ModelNew calls it: x and a ParamSet holding the 10); ModelNew.forward; model(x) through
-nn.Module.__call__. Beside the 12 arguments, the same checks on one tensor and the 10 parameters held in
-an object made once. Each is timed
-two ways: the host's time inside the call (perf_counter_ns around it, the GPU kept from backing up by
-a sync every 32 calls, outside the timed part), and the harness's per-call latency (events around the
-call, a device sync after it). Run on the GPU machine from the repository root:
+extension function called directly, with 12 tensor arguments and as its ModelNew calls it (x and the
+ParamSet holding the 10); ModelNew.forward; model(x) through nn.Module.__call__. Each is timed two ways:
+the host's time inside the call (perf_counter_ns around it, the GPU kept from backing up by a sync every
+32 calls, outside the timed part), and the harness's per-call latency (events around the call, a device
+sync after it). Run on the GPU machine from the repository root:
 
     python3 tools/host_probe.py --sizes 1,128
 """
@@ -82,17 +80,6 @@ int64_t philox(const at::Tensor& x) {
   std::lock_guard<std::mutex> lock(gen->mutex_);
   return (int64_t)gen->philox_cuda_state(4).offset_.val;
 }
-struct ParamSet { std::vector<at::Tensor> t; };
-std::shared_ptr<ParamSet> make_params(std::vector<at::Tensor> t) {
-  auto p = std::make_shared<ParamSet>();
-  p->t = std::move(t);
-  return p;
-}
-int64_t args_held(at::Tensor x, const ParamSet& p, int64_t k) {
-  int64_t n = x.is_contiguous() && x.scalar_type() == at::kFloat;
-  for (const at::Tensor& t : p.t) n += t.is_contiguous() && t.scalar_type() == at::kFloat && t.device() == x.device();
-  return n + k;
-}
 void cluster_launch(const at::Tensor& x, int64_t blocks, int64_t smem) {
   static bool configured = false;
   if (!configured) {
@@ -109,17 +96,11 @@ PROBE_DECL = """int64_t args12(at::Tensor x, const at::Tensor& a, const at::Tens
 std::tuple<at::Tensor, at::Tensor, at::Tensor> out3(const at::Tensor& x);
 int64_t philox(const at::Tensor& x);
 void cluster_launch(const at::Tensor& x, int64_t blocks, int64_t smem);
-struct ParamSet { std::vector<at::Tensor> t; };
-std::shared_ptr<ParamSet> make_params(std::vector<at::Tensor> t);
-int64_t args_held(at::Tensor x, const ParamSet& p, int64_t k);
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("args12", &args12);
   m.def("out3", &out3);
   m.def("philox", &philox);
   m.def("cluster_launch", &cluster_launch);
-  pybind11::class_<ParamSet, std::shared_ptr<ParamSet>>(m, "ParamSet", pybind11::module_local());
-  m.def("make_params", &make_params);
-  m.def("args_held", &args_held);
 }
 """
 
@@ -141,10 +122,8 @@ def main():
     probe = probe_extension()
     model = solution.ModelNew(784, 256, 32).cuda()
     params = model._params
-    held = probe.make_params(list(params))
     ext = solution._ext
-    # what ModelNew.forward passes with notes/host-path.patch applied
-    ext_held = ext.vae_params(list(params)) if hasattr(ext, "vae_params") else None
+    held = ext.vae_params(list(params))   # what ModelNew.forward passes
     timing.warm_clock(torch.device("cuda"), 2.0)
     print(f"{'B':>5s} {'layer':44s} {'host us':>8s} {'per call us':>12s}")
     for B in (int(b) for b in args.sizes.split(",")):
@@ -152,13 +131,11 @@ def main():
         layers = [
             ("no-op load_inline kernel call", lambda: noop.noop(x)),
             ("12 tensor arguments converted and checked", lambda: probe.args12(x, *params, 0)),
-            ("x + the 10 held in an object, the same checks", lambda: probe.args_held(x, held, 0)),
-            ("(3, B) output and its 3 row views (C++)", lambda: probe.out3(x)),
+            ("(3, B) output and its 3 rows by select (C++)", lambda: probe.out3(x)),
             ("Philox reservation (C++, generator mutex)", lambda: probe.philox(x)),
             ("empty cluster kernel, 120 x 256, 200 KB smem", lambda: probe.cluster_launch(x, 120, 200 << 10)),
             ("_ext.vae_forward(x, *params, 0)", lambda: ext.vae_forward(x, *params, 0)),
-            *([("_ext.vae_forward_held(x, held, 0)", lambda: ext.vae_forward_held(x, ext_held, 0))]
-              if ext_held is not None else []),
+            ("_ext.vae_forward_held(x, held, 0)", lambda: ext.vae_forward_held(x, held, 0)),
             ("ModelNew.forward(x)", lambda: model.forward(x)),
             ("model(x) (nn.Module.__call__)", lambda: model(x)),
         ]
