@@ -1450,13 +1450,7 @@ struct Layer { int base, rows, row0; };   // row0: its first row in the layers' 
 constexpr Layer WL1 = {0, H, SC1}, WL2 = {WL1.base + KC1 * H * ROWB, N2, SC2},
                 WL3 = {WL2.base + KC2 * N2 * ROWB, H, SC3}, WL4 = {WL3.base + KC3 * H * ROWB, D, SC4};
 constexpr int WS_SCALES = WL4.base + KC4 * D * ROWB;
-#ifdef VAE_WG_BCE_LOOP   // dev: b2 after the scales (the BCE loop reads its biases from shared memory)
-constexpr int NB2 = D;
-#else
-constexpr int NB2 = 0;
-#endif
-constexpr int ISC_ALL = WROWS_ALL + NB2;                // the scale table's floats (+ b2)
-constexpr int WS_DONE = WS_SCALES + ISC_ALL * 4;     // the spare blocks' done count (a u32, 16 bytes kept)
+constexpr int WS_DONE = WS_SCALES + WROWS_ALL * 4;   // the spare blocks' done count (a u32, 16 bytes kept)
 constexpr int WS_BYTES = WS_DONE + 16;
 #ifndef VAE_WG_SPARE_DRAWS
 #define VAE_WG_SPARE_DRAWS 32             // spare blocks draw the noise where that is at most this many a
@@ -1612,13 +1606,13 @@ struct WgSmem {   // bytes
   static constexpr int RED = STG + wg::NS * STAGE;          // rank 0 of a cluster: the peers' recon sums [7][BM]
   static constexpr int RED_ROWS = 7 + 3;                     // (RS: + the layer-2 peers' KL sums [3][BM])
   static constexpr int ISC = RED + RED_ROWS * wg::BM * 4;    // the weight rows' inverse scales (wg::SC1 ..)
-  static constexpr int BARS = ISC + wg::ISC_ALL * 4;         // full[NS], empty[NS], xfull[NS], nfull, then
+  static constexpr int BARS = ISC + wg::WROWS_ALL * 4;       // full[NS], empty[NS], xfull[NS], nfull, then
   static constexpr int NBARS = 3 * wg::NS + 1 + 7 + 1;       // the cluster's pfull, rfull, pfree, xdone, hfull,
                                                              // zfull, zdone; iscful
   static constexpr int SPARES = BARS + NBARS * 8;            // u32: how many spare blocks draw the noise (0: none)
   static constexpr int BYTES = SPARES + 16 + 1024;           // + alignment slack
   static_assert(STG % 1024 == 0 && STAGE % 1024 == 0 && WB % 1024 == 0, "stages 1024-byte aligned (swizzle)");
-  static_assert(ISC % 16 == 0 && wg::WS_SCALES % 16 == 0 && wg::ISC_ALL * 4 % 16 == 0, "the scales' bulk copy");
+  static_assert(ISC % 16 == 0 && wg::WS_SCALES % 16 == 0 && wg::WROWS_ALL * 4 % 16 == 0, "the scales' bulk copy");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
 };
 
@@ -2191,10 +2185,6 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #ifndef VAE_WG_NO_WSPLIT   // dev: no split, the workspace as it was (wrong results)
   ws_split_weights(ws, We, Wmu, Wlv, W1, W2);
 #endif
-#ifdef VAE_WG_BCE_LOOP   // (b2 after the scales, by the last block: a spare where there are spares)
-  if (blockIdx.x == gridDim.x - 1)
-    for (int i = tid; i < D; i += wg::THREADS) reinterpret_cast<float*>(ws + WS_SCALES)[WROWS_ALL + i] = __ldg(b2 + i);
-#endif
 #ifdef VAE_PROFILE
   const long long t_split = clock64();
 #endif
@@ -2218,14 +2208,10 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #endif
     return;
   }
-#ifdef VAE_WG_NO_XWAIT   // (the stages' x parts zeroed, so chunks read before x lands see no huge values)
-  for (int i = tid; i < NS * BM * ROWB / 16; i += THREADS)
-    reinterpret_cast<float4*>(sm + S::STG + i / (BM * ROWB / 16) * S::STAGE + S::WB)[i % (BM * ROWB / 16)] = make_float4(0.f, 0.f, 0.f, 0.f);
-#endif
   if (tid == 0) {   // the scale table (other blocks wrote it) by one bulk copy: a loop of L2 loads
     asm volatile("fence.proxy.async.global;" ::: "memory");   // was one round trip per trip; 4 at once spilled
-    mbar_expect(iscful, ISC_ALL * 4);
-    bulk_copy(isc, ws + WS_SCALES, ISC_ALL * 4, iscful);
+    mbar_expect(iscful, WROWS_ALL * 4);
+    bulk_copy(isc, ws + WS_SCALES, WROWS_ALL * 4, iscful);
   }
   if constexpr (C > 1) cg::this_cluster().sync();   // the peers' mbarriers initialized before any remote arrival
   else __syncthreads();                             // (and eps0 written)
@@ -2257,18 +2243,12 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           bulk_copy(st, ws + ws_at(l, kc, n0), n * ROWB, &full[c % NS]);
         }
         if (with_x) {   // layer 1: x row pt of the chunk (rows past B read as 0); its landing arrives on xfull
-#ifdef VAE_WG_NO_XLOAD   // dev: x's copies' cost by omission: zeros stored instead, xfull as before (wrong results)
-#pragma unroll
-          for (int u = 0; u < 4; ++u) reinterpret_cast<float4*>(st + S::WB + pt * ROWB)[u] = make_float4(0.f, 0.f, 0.f, 0.f);
-          mbar_arrive(&xfull[c % NS]);
-#else
           const int row = row0 + pt;
           const bool ok = row < B;
           const uint32_t xs = smem_u32(st + S::WB + pt * ROWB);
 #pragma unroll
           for (int u = 0; u < 4; ++u) cp_async16(xs + 16 * u, x + (ok ? (size_t)row * D + kc * wg::BK + 4 * u : 0), ok);
           asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(smem_u32(&xfull[c % NS])) : "memory");
-#endif
         }
 #endif
         if (ci < P::NOISE_EVERY * (L / P::NOISE_BATCH) && ci % P::NOISE_EVERY == 0) {   // eps of row pt (0 past B)
@@ -2341,10 +2321,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         ws_run<P::N1 / 2, VAE_WG_CHAINS1, decltype(pass)::value>(stg_s, full, empty, c, rw, q, lane, [&](int st, int, int r) {
           return *reinterpret_cast<const float4*>(sm + S::STG + st * S::STAGE + S::WB + r * ROWB + 16 * q);
         }, sum, amax, [&](int st) {
-#ifndef VAE_WG_NO_XWAIT   // dev: the consumers' x wait by omission (wrong results: reads whatever the stage holds)
           mbar_wait(&xfull[st], (xph >> st) & 1);   // the producers' x copies into stage st landed
           xph ^= 1u << st;
-#endif
         });
       };
       if (P::runs_layer2(rank)) run1(std::integral_constant<int, P::KC1_LO>());
@@ -2547,40 +2525,11 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     PROF(3);
     CHPROF(3);
     // ---- layer 4: logits = d W2^T + b2 over this rank's pixels, P4 passes; BCE against x, row sums
-    auto layer4 = [&](auto width, int n0, bool last) {
+    auto layer4 = [&](auto width, int n0) {
       constexpr int N4 = decltype(width)::value;
       float sum[N4 / 2];
       ws_run<N4 / 2, VAE_WG_CHAINS4, KC4>(stg_s, full, empty, c, rw, q, lane,
           [&](int, int kc, int r) { return act_frag(act, kc, r, q); }, sum, amax, [](int) {});
-#ifdef VAE_WG_BCE_LOOP   // dev: the last pass's BCE as a loop (a small body, fetched once, not ~1.3 K instructions
-      // run once): its sums and x staged in this warp's own 16 ACT rows, dead after its last A loads
-      constexpr int NP = N4 / 4;   // pairs (sum[2 j], sum[2 j + 1]): row rw + 8 (j & 1), pixels n0 + 8 (j >> 1) + 2 q
-      if constexpr (NP % 2 == 0 && NP <= 32) if (last) {   // (two halves of at most 16 pairs, unrolled by 2)
-        float* wst = act + (rw - (lane >> 2)) * 64 + 2 * lane;   // segment s of the warp's rows: + 64 BM s
-        auto at = [&](int j, int seg) { return wst + (seg + j / 16) * 64 * BM + (j % 16) * 64; };
-#pragma unroll
-        for (int j = 0; j < NP; ++j) {   // sums to segments 0-1, x (cp.async, 0 past B) to 2-3
-          const int row = row0 + rw + 8 * (j & 1), px = n0 + 8 * (j >> 1) + 2 * q;
-          const bool ok = row < B;
-          asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" :: "r"(smem_u32(at(j, 2))),
-                       "l"(x + (ok ? (size_t)row * D + px : 0)), "r"(ok ? 8 : 0) : "memory");
-          asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(smem_u32(at(j, 0))), "f"(sum[2 * j]), "f"(sum[2 * j + 1])
-                       : "memory");
-        }
-        asm volatile("cp.async.wait_all;" ::: "memory");
-#pragma unroll 2
-        for (int j = 0; j < NP; ++j) {
-          const int px = n0 + 8 * (j >> 1) + 2 * q, row = row0 + rw + 8 * (j & 1);
-          const float2 s2 = *reinterpret_cast<const float2*>(at(j, 0)), xv = *reinterpret_cast<const float2*>(at(j, 2));
-          const float2 bias = isc_pair(isc + WROWS_ALL + px);
-          const float2 sc = isc_pair(isc + SC4 + px);
-          const float l0 = __fmaf_rn(s2.x, sc.x, bias.x), l1 = __fmaf_rn(s2.y, sc.y, bias.y);
-          const float t = bce_term_sp(l0, xv.x) + bce_term_sp(l1, xv.y);
-          recon[j & 1] += row < B ? t : 0.f;
-        }
-        return;
-      }
-#endif
       // every x value of the pass first: one memory latency, not 28. (Issued before the pass's chunks
       // instead, held in registers through them: +1.5-1.8 µs at C = 8, +7 at C = 4.)
       float2 xv[N4 / 4];
@@ -2610,8 +2559,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     };
 #pragma unroll 1
     for (int p = 0; p < P::P4; ++p) {
-      if (p == 0 && rank == 0 && P::EXTRA > 0) layer4(std::integral_constant<int, P::WP + P::EXTRA>(), 0, p == P::P4 - 1);
-      else layer4(std::integral_constant<int, P::WP>(), P::n4(rank, p), p == P::P4 - 1);
+      if (p == 0 && rank == 0 && P::EXTRA > 0) layer4(std::integral_constant<int, P::WP + P::EXTRA>(), 0);
+      else layer4(std::integral_constant<int, P::WP>(), P::n4(rank, p));
     }
     PROF(4);
     CHPROF(4);
