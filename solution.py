@@ -1488,23 +1488,30 @@ constexpr int W4_C1 = VAE_WG_N4_C1;
 #ifndef VAE_WG_KC1_LO
 #define VAE_WG_KC1_LO 25                  // dev: C = 8, ranks 0-3's share of layer 1's 49 K-chunks (26: r + 4's
 #endif                                    // partials copy, ~2.7 K cycles for 32 KB, overlaps r's last chunks)
+#ifndef VAE_WG_KC1_LO6
+#define VAE_WG_KC1_LO6 29                 // dev (VAE_WG_C6): C = 6, ranks 0-3's share (a helper's chunks are twice
+#endif                                    // as wide, ~1.3 K cycles against ~1.05 K, and it sends 64 KB, not 32)
 template <int C> struct Plan {
-  static_assert((C >= 1 && C <= 4) || C == 8, "clusters of 1 to 4, or 8");
+  static_assert((C >= 1 && C <= 4) || C == 6 || C == 8, "clusters of 1 to 4, 6 or 8");
   // C = 8 (KSPLIT1): ranks r and r + 4 (r < 4) both compute layer 1 for rank r's units of a cluster of 4,
   // r over K-chunks [0, KC1_LO) and r + 4 over the rest; r + 4's partial sums reach r by one bulk copy
   // (`hfull`, into r's own ACT quarter, where each thread adds its own entries before storing h). Only
   // ranks 0-3 (the layer-2 group, G2) run layer 2, as a cluster of 4; their z slices go to all 8 (RS).
   // All 8 run layer 3 whole and 1/8 of the pixels (96, rank 0 112).
-  static constexpr bool KSPLIT1 = C == 8;
+  // C = 6 (dev, VAE_WG_C6: 16 or 17 tiles, which clusters of 8 cannot hold and clusters of 6 can): the same
+  // with two K-helpers, ranks 4 and 5, each over 2 quarters (N1 = 128: units 128 (rank - 4) ..), sending
+  // one partial to each of ranks 2 (rank - 4) and 2 (rank - 4) + 1; 1/6 of the pixels (128, rank 0 144).
+  static constexpr bool KSPLIT1 = C == 8 || C == 6;
   static constexpr int G2 = KSPLIT1 ? 4 : C;                          // ranks of the layer-2 K-split
-  static constexpr int KC1_LO = KSPLIT1 ? VAE_WG_KC1_LO : KC1;        // C = 8: ranks 0-3's layer-1 chunks
+  static constexpr int NH = C == 6 ? 2 : 1;                           // h quarters per K-helper
+  static constexpr int KC1_LO = C == 6 ? VAE_WG_KC1_LO6 : KSPLIT1 ? VAE_WG_KC1_LO : KC1;   // C = 8, 6: ranks 0-3's
   static_assert(KC1_LO > 0 && KC1_LO <= KC1 && (!KSPLIT1 || KC1_LO < KC1), "C = 8: both K parts non-empty");
   // Layer 3's pass width: at C = 8, 2 passes of 128 (2 chunks a stage's worth each) against 4 of 64 were
   // -0.7 to -1.1 µs (B = 512-1920); at C = 3 (B = 4096) +3.1, at C = 2 and 4 within 0.2.
   static constexpr int N3 = KSPLIT1 ? 128 : 64;
   static constexpr int P1 = C == 1 ? 2 : 1, N1 = G2 == 4 ? 64 : C == 3 ? 96 : 128, P3 = H / N3;
   static constexpr int KC2_MAX = C == 3 ? 6 : KC2 / G2, KC2_MIN = C == 3 ? 5 : KC2 / G2;   // layer 2's chunks
-  static constexpr int WP = G2 == 4 ? 96 : C == 1 ? W4_C1 : W4;      // layer 4's pass width,
+  static constexpr int WP = C == 6 ? W4 : G2 == 4 ? 96 : C == 1 ? W4_C1 : W4;   // layer 4's pass width,
   static constexpr int EXTRA = C == 1 && WP == 112 ? 0 : 16;          // rank 0's first pass WP + EXTRA,
   static constexpr int P4 = (D - EXTRA) / C / WP;                     // passes per rank
   static constexpr int CHUNKS1 = KSPLIT1 ? KC1 - KC1_LO : P1 * KC1;   // the fewest layer-1 chunks of a rank
@@ -1517,7 +1524,8 @@ template <int C> struct Plan {
   // so the entry's 4096 / C draws per block cost 3 K (C = 4) to 18 K (C = 1) cycles.
   // C = 8 (4 columns a rank, 128 of its 384 threads one run of 4 each): where no spares draw, that is 15 tiles
   // (B = 1793-1920), or rows_per_tile 136 beyond one wave, against ~10 K cycles of layer 1 for the producers' draws.
-  static constexpr bool EARLY_NOISE = C == 4 || C == 8;   // (C = 3 cannot: 32 columns do not split in 3)
+  static constexpr bool EARLY_NOISE = C == 4 || C == 6 || C == 8;   // (C = 3 cannot: 32 columns do not split in 3;
+  // C = 6 splits the runs, not the columns)
   static constexpr int NOISE_BATCH = VAE_WG_NOISE_BATCH, NOISE_EVERY = C == 1 ? 3 * NOISE_BATCH : KSPLIT1 ? 1 : NOISE_BATCH;
   // (C = 8: ranks 0-3 draw in 25 chunks, so a batch every chunk)
   static_assert(BM == PRODUCERS && L % NOISE_BATCH == 0 && (L / NOISE_BATCH - 1) * NOISE_EVERY < CHUNKS1 &&
@@ -1538,7 +1546,7 @@ template <int C> struct Plan {
   // Measured against all 32 KB of partials to every peer by bulk copy (24 + 12 KB out per rank, not
   // 96 + 16): -1.4 to -2.1 µs at C = 8 (B = 512-1920), -3.6 at C = 4 (2048). C = 3 (its windows straddle
   // ACT quarters) and C = 1 push each entry by st.async / keep it.
-  static constexpr bool RS = C == 2 || C == 4 || C == 8;
+  static constexpr bool RS = C == 2 || C == 4 || C == 6 || C == 8;
   static_assert(!RS || (16 * KC2_MAX) % 64 == 0, "RS: part_col(s) = 16 KC2_MAX s starts an ACT quarter");
   static constexpr int RS_E = 16 / G2, RS_UL = L / G2;   // a thread's mu entries per owner; units per owner
   static constexpr int RSB = CONSUMERS * 2 * RS_E * 4, ZSB = BM * RS_UL * 4;
@@ -1554,7 +1562,10 @@ template <int C> struct Plan {
   // partial sums (64 columns) go into every other rank's ACT at s's own first unit: C = 1, 2, 4: ACT
   // quarter 4 / C s; C = 3: columns 0 | 96 | 176, none of them inside a receiver's own units nor
   // written by its layer 1 (rank 1 computes 80-175, rank 2 160-255).
-  __device__ static int n1(int rank, int p) { return C == 3 ? 80 * rank : ((KSPLIT1 ? rank % G2 : rank) * P1 + p) * N1; }
+  __device__ static int n1(int rank, int p) {
+    return C == 6 && rank >= G2 ? NH * (rank - G2) * N1 : C == 3 ? 80 * rank : ((KSPLIT1 ? rank % G2 : rank) * P1 + p) * N1;
+  }
+  __device__ static int n1w(int rank) { return C == 6 && rank >= G2 ? NH * N1 : N1; }   // layer 1's pass width
   __device__ static int k1_first(int rank) { return KSPLIT1 && rank >= G2 ? KC1_LO : 0; }   // C = 8: ranks 4-7's
   __device__ static bool runs_layer2(int rank) { return !KSPLIT1 || rank < G2; }              // K-half
   __device__ static int kc2_first(int rank) { return C == 3 ? (rank == 0 ? 0 : 1 + 5 * rank) : rank * KC2_MAX; }
@@ -1769,6 +1780,15 @@ __device__ __forceinline__ void store_run4(float* __restrict__ eps, int r, int j
 template <int C>
 __device__ __forceinline__ void draw_first_tile(float* __restrict__ eps0, const NoiseDraw& draw, int row0, int B, int rank) {
   using namespace wg;
+  if constexpr (L % (4 * C) != 0) {   // C = 6: rank r draws runs [r RUNS / C, (r + 1) RUNS / C) of the tile's
+    constexpr int RUNS = BM * L / 4;  // run v: row v % BM, columns 4 (v / BM) ..
+    static_assert((RUNS + C - 1) / C <= wg::THREADS, "one run a thread");
+    const int lo = rank * RUNS / C, hi = (rank + 1) * RUNS / C, v = min(lo + (int)threadIdx.x, hi - 1);
+    float e[4];
+    draw_run4(draw, row0 + v % BM, 4 * (v / BM), B, e);
+    if (lo + (int)threadIdx.x < hi) store_run4(eps0, v % BM, 4 * (v / BM), e);
+    return;
+  }
   constexpr int UNITS = BM * (L / C / 4), ROUNDS = (UNITS + wg::THREADS - 1) / wg::THREADS;
   float e[ROUNDS][4];
 #pragma unroll
@@ -2158,7 +2178,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     mbar_init(pfull); mbar_init(rfull);
     // pfree: one arrival from each block this one pushes to (C = 8: ranks 0-3 push z slices into every
     // other block, ranks 4-7 their layer-1 partials into rank - 4)
-    mbar_init_count(pfree, P::KSPLIT1 && rank >= P::G2 ? 1 : C > 1 ? C - 1 : 1);
+    mbar_init_count(pfree, P::KSPLIT1 && rank >= P::G2 ? P::NH : C > 1 ? C - 1 : 1);
     mbar_init_count(xdone, P::G2 > 1 ? P::G2 - 1 : 1);
     if constexpr (P::RS) {   // zdone: every block's receipt of this rank's z slice
       mbar_init(hfull); mbar_init(zfull);
@@ -2270,7 +2290,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
       for (int p = 0; p < P::P1; ++p)
 #pragma unroll 1
-        for (int kc = k1a; kc < k1b; ++kc) chunk(WL1, P::n1(rank, p), P::N1, kc, true);
+        for (int kc = k1a; kc < k1b; ++kc) chunk(WL1, P::n1(rank, p), C == 6 ? P::n1w(rank) : P::N1, kc, true);
       if (P::runs_layer2(rank))
 #pragma unroll 1
         for (int kc = 0; kc < P::kc2_count(rank); ++kc) chunk(WL2, 0, N2, P::kc2_first(rank) + kc, false);
@@ -2316,14 +2336,36 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     // ---- layer 1: h = relu(x We^T + be) -> ACT (this rank's units), P1 passes of N1 units
 #pragma unroll 1
     for (int p = 0; p < P::P1; ++p) {
+      auto x_at = [&](int st, int, int r) {   // x row r's values in stage st, as split_frags takes them
+        return *reinterpret_cast<const float4*>(sm + S::STG + st * S::STAGE + S::WB + r * ROWB + 16 * q);
+      };
+      auto x_wait = [&](int st) {
+        mbar_wait(&xfull[st], (xph >> st) & 1);   // the producers' x copies into stage st landed
+        xph ^= 1u << st;
+      };
+      if constexpr (C == 6) if (!P::runs_layer2(rank)) {   // C = 6's K-helpers: two quarters, one partial to each owner
+        float hsum[P::NH * P::N1 / 2];
+        ws_run<P::NH * P::N1 / 2, VAE_WG_CHAINS1, KC1 - P::KC1_LO>(stg_s, full, empty, c, rw, q, lane, x_at, hsum, amax,
+                                                                   x_wait);
+        const int col0 = P::n1(rank, 0);
+#pragma unroll
+        for (int i = 0; i < P::NH * P::N1 / 2; i += 2)   // into own ACT (free: no h here), then one bulk copy a quarter
+          *reinterpret_cast<float2*>(act + act_at(rw + acc_row(i), col0 + acc_col(i, q))) = make_float2(hsum[i], hsum[i + 1]);
+        fence_proxy_async_smem();
+        consumers_sync();
+        if (tid == 0) {
+          if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // both owners are done with the last tile
+#pragma unroll
+          for (int h = 0; h < P::NH; ++h) {
+            float* part = act + act_at(0, col0 + 64 * h);
+            bulk_copy_peer(cluster_addr(part, col0 / 64 + h), part, P::HBYTES, cluster_addr(hfull, col0 / 64 + h));
+          }
+        }
+        continue;
+      }
       float sum[P::N1 / 2];
       auto run1 = [&](auto pass) {   // this rank's K-chunks of layer 1 (C = 8: 25 or 24)
-        ws_run<P::N1 / 2, VAE_WG_CHAINS1, decltype(pass)::value>(stg_s, full, empty, c, rw, q, lane, [&](int st, int, int r) {
-          return *reinterpret_cast<const float4*>(sm + S::STG + st * S::STAGE + S::WB + r * ROWB + 16 * q);
-        }, sum, amax, [&](int st) {
-          mbar_wait(&xfull[st], (xph >> st) & 1);   // the producers' x copies into stage st landed
-          xph ^= 1u << st;
-        });
+        ws_run<P::N1 / 2, VAE_WG_CHAINS1, decltype(pass)::value>(stg_s, full, empty, c, rw, q, lane, x_at, sum, amax, x_wait);
       };
       if (P::runs_layer2(rank)) run1(std::integral_constant<int, P::KC1_LO>());
       else if constexpr (P::KSPLIT1) run1(std::integral_constant<int, KC1 - P::KC1_LO>());
@@ -2639,7 +2681,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         for (int j = 0; j < P::G2; ++j) mbar_arrive_cluster(pfree, j);   // every layer-2 rank sends a z slice
       } else {
         for (int j = 1; j < P::G2; ++j) mbar_arrive_cluster(pfree, (rank + j) % P::G2);
-        if (P::KSPLIT1) mbar_arrive_cluster(pfree, rank + P::G2);   // rank + 4 sends its layer-1 partials
+        if (P::KSPLIT1) mbar_arrive_cluster(pfree, C == 6 ? P::G2 + rank / P::NH : rank + P::G2);   // the helper that
+        // sends rank its layer-1 partials
       }
     }
   }
@@ -2717,7 +2760,11 @@ static Params check_inputs(const at::Tensor& x, const at::Tensor& We, const at::
   check_param(b2, "decoder[2].bias", D, -1, dev);
   TORCH_CHECK(rows_per_tile == 0 || rows_per_tile == 8 || rows_per_tile == 9 || rows_per_tile == 16 ||
               rows_per_tile == 32 || rows_per_tile == 64 || rows_per_tile == 128 || rows_per_tile == 129 ||
-              rows_per_tile == 130 || rows_per_tile == 131 || rows_per_tile == 132 || rows_per_tile == 136,
+              rows_per_tile == 130 || rows_per_tile == 131 || rows_per_tile == 132 || rows_per_tile == 136
+#ifdef VAE_WG_C6
+              || rows_per_tile == 134
+#endif
+              ,
               "vae_forward: rows_per_tile must be 0 (auto), 8, 9 or 16 (cluster kernel), 32 or 64 (block-tile kernel), "
               "128 (tensor-core kernel, clusters of 1 to 4 or 8 blocks by B) or 128 + C (clusters of C = 1 to 4, or 8)");
   return {{We.data_ptr<float>(), be.data_ptr<float>(), Wmu.data_ptr<float>(), bmu.data_ptr<float>(),
@@ -2862,9 +2909,17 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
       // tiles x 4; B = 4096, 32 tiles x 3, fewer than 32 clusters of 4 fit; B = 8192, 64 tiles x 2; then 1)
       const int64_t tiles = (B + wg::BM - 1) / wg::BM;
       const bool c8 = tiles <= wg_max_clusters<8>(dv);
-      const int64_t C = R > 128 ? R - 128 : c8 ? 8 : tiles <= wg_max_clusters<4>(dv) ? 4
+#ifdef VAE_WG_C6   // dev: clusters of 6 where those of 8 do not all fit (the H200: 16 or 17 tiles)
+      const bool c6 = !c8 && tiles <= wg_max_clusters<6>(dv);
+#else
+      constexpr bool c6 = false;
+#endif
+      const int64_t C = R > 128 ? R - 128 : c8 ? 8 : c6 ? 6 : tiles <= wg_max_clusters<4>(dv) ? 4
                       : tiles <= wg_max_clusters<3>(dv) ? 3 : tiles <= wg_max_clusters<2>(dv) ? 2 : 1;
       if (C == 8) launch_wg<8>(xp, w, op, Bi, noise, x, stream, dv);
+#ifdef VAE_WG_C6
+      else if (C == 6) launch_wg<6>(xp, w, op, Bi, noise, x, stream, dv);
+#endif
       else if (C == 4) launch_wg<4>(xp, w, op, Bi, noise, x, stream, dv);
       else if (C == 3) launch_wg<3>(xp, w, op, Bi, noise, x, stream, dv);
       else if (C == 2) launch_wg<2>(xp, w, op, Bi, noise, x, stream, dv);

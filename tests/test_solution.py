@@ -220,7 +220,9 @@ def test_matches_reference(B, seed):
 
 # rows_per_tile: 8, 9, 16 = cluster kernel rows per cluster; 32, 64 = block-tile kernel rows per block;
 # 128 = tensor-core (wgmma) kernel, 128-row tiles over clusters of 1 to 4 or 8 blocks by B; 128 + C: clusters of C
-TILES = [8, 9, 16, 32, 64, 128, 129, 130, 131, 132, 136]
+# (134, clusters of 6, exists only in a build with the dev switch VAE_WG_C6: VAE_EXTRA_CUDA_FLAGS=-DVAE_WG_C6)
+WG_FORCED = [129, 130, 131, 132, 136] + ([134] if "VAE_WG_C6" in os.environ.get("VAE_EXTRA_CUDA_FLAGS", "") else [])
+TILES = [8, 9, 16, 32, 64, 128] + WG_FORCED
 
 
 @pytest.mark.gpu
@@ -266,7 +268,7 @@ def test_error_vs_float64_truth(B, rows_per_tile):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows_per_tile", [129, 130, 131, 132, 136])
+@pytest.mark.parametrize("rows_per_tile", WG_FORCED)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_tensor_core_kernel_error_vs_float64_truth(seed, rows_per_tile):
     """The 3xTF32 wgmma kernel at a large batch, three seeds, each cluster size: within 2x fp32 eager's
@@ -297,8 +299,7 @@ BEYOND_FP16 = {
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("B, rows_per_tile", [(300, 129), (300, 130), (300, 131), (300, 132), (300, 136),
-                                              (4096, 0)])
+@pytest.mark.parametrize("B, rows_per_tile", [(300, r) for r in WG_FORCED] + [(4096, 0)])
 @pytest.mark.parametrize("layer", list(BEYOND_FP16))
 def test_tensor_core_kernel_activations_beyond_fp16_range(layer, B, rows_per_tile):
     """The wgmma kernel multiplies FP16 hi + lo parts of each activation: a row whose activations reach
