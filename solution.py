@@ -2177,7 +2177,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     mbar_init_count(nfull, PRODUCERS);
     mbar_init(pfull); mbar_init(rfull);
     // pfree: one arrival from each block this one pushes to (C = 8: ranks 0-3 push z slices into every
-    // other block, ranks 4-7 their layer-1 partials into rank - 4)
+    // other block, ranks 4-7 their layer-1 partials into rank - 4; C = 6: ranks 4, 5 into two owners each)
     mbar_init_count(pfree, P::KSPLIT1 && rank >= P::G2 ? P::NH : C > 1 ? C - 1 : 1);
     mbar_init_count(xdone, P::G2 > 1 ? P::G2 - 1 : 1);
     if constexpr (P::RS) {   // zdone: every block's receipt of this rank's z slice
