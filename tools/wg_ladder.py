@@ -45,8 +45,14 @@ RUNGS = [
     ("FP16 x3: copies, split, NW 64 = 2 x n32", 2, True, True, True, 1, 64),
     ("FP16 x3: copies, split, NW 32 = 1 x n32", 1, True, True, True, 1, 32),
     ("FP16 x3: copies, split, NW 32 = 2 x n16", 2, True, True, True, 1, 32),
+    # KSPLIT: one 64-row tile, the two warpgroups on alternate chunks (each sums half of K; the producer streams
+    # every chunk in order, a stage freed by the warpgroup that used it). Against the rungs above (two 64-row
+    # halves of a 128-row tile, both warpgroups on every chunk), cycles per 16 k say whether a 64-row tile runs
+    # its chunk loop in about half the time (session 19's notes: 64-row tiles in clusters of 6 for B <= 1088).
+    ("FP16 x3: NW 64 = 2 x n32, K split over the WGs", 2, True, True, True, 1, 64, True),
+    ("FP16 x3: NW 128 = 2 x n64, K split over the WGs", 2, True, True, True, 1, 128, True),
 ]
-RUNGS = [r if len(r) == 7 else r + (128,) for r in RUNGS]
+RUNGS = [r + (128,) * (7 - len(r)) + (False,) * (8 - max(len(r), 7)) for r in RUNGS]
 N, NS, NSRC = 128, 4, 212          # columns per warpgroup, stages, distinct chunks in the sources
 B_BYTES, A_BYTES = 2 * N * 64, 128 * 64   # per 16 k (TF32: big and small rows; FP16 32-wide: two 16-k halves)
 STAGE = B_BYTES + A_BYTES
@@ -66,7 +72,7 @@ def _wgmma_f16(n: int) -> str:
 CUDA = PRELUDE + "".join(_wgmma(n, False) for n in (64, 128)) + "".join(_wgmma_f16(n) for n in (16, 32, 64, 128)) + f"""
 constexpr int N = {N}, NS = {NS}, NSRC = {NSRC}, B_BYTES = {B_BYTES}, A_BYTES = {A_BYTES}, STAGE = {STAGE};
 """ + F16_HELPERS + r"""
-template <int CHAINS, bool LDSA, bool PIPE, bool COPY, int PREC, int NW>
+template <int CHAINS, bool LDSA, bool PIPE, bool COPY, int PREC, int NW, bool KSPLIT>
 __global__ void __launch_bounds__(288, 1) ladder(const uint8_t* wsrc, const uint8_t* xsrc, float* sink,
                                                  int64_t* cycles, int iters) {
   // per chunk: KS 16-wide k-slices; B bytes (TF32: big + small rows of 64 B; FP16: hi | lo in one 64-B
@@ -81,7 +87,7 @@ __global__ void __launch_bounds__(288, 1) ladder(const uint8_t* wsrc, const uint
     reinterpret_cast<uint32_t*>(sm)[i] = PREC == 0 ? __float_as_uint((float)((i * 7) % 13) * 0.125f + 0.01f)
                                                    : 0x3C003800u + ((i * 7) % 13) * 0x00400040u;
   if (tid == 0) {
-    for (int s = 0; s < NS; ++s) { mbar_init_count(&full[s], 1); mbar_init_count(&empty[s], 8); }
+    for (int s = 0; s < NS; ++s) { mbar_init_count(&full[s], 1); mbar_init_count(&empty[s], KSPLIT ? 4 : 8); }
     mbar_fence_init();
   }
   __syncthreads();
@@ -102,7 +108,7 @@ __global__ void __launch_bounds__(288, 1) ladder(const uint8_t* wsrc, const uint
     }
     return;
   }
-  const int r0 = 64 * (tid / 128) + 16 * ((tid / 32) % 4) + (lane >> 2);   // A rows r0, r0 + 8
+  const int r0 = (KSPLIT ? 0 : 64 * (tid / 128)) + 16 * ((tid / 32) % 4) + (lane >> 2);   // A rows r0, r0 + 8
   constexpr int SUB = NW / CHAINS / 2;
   uint32_t a[KS][2][2][4];   // TF32: [0][big | small][k-step][fragment]; FP16: [slice][hi | lo][0][fragment]
   for (int i = 0; i < 16 * KS; ++i)
@@ -112,7 +118,7 @@ __global__ void __launch_bounds__(288, 1) ladder(const uint8_t* wsrc, const uint
   for (int h = 0; h < CHAINS; ++h)
     for (int i = 0; i < SUB; ++i) sum[h][i] = 0.f;
   const long long t0 = clock64();
-  for (int c = 0; c < chunks; ++c) {
+  for (int c = KSPLIT ? tid / 128 : 0; c < chunks; c += KSPLIT ? 2 : 1) {   // KSPLIT: warpgroup g, chunks g, g + 2, ..
     const int s = PIPE ? c % NS : 0;
     if constexpr (PIPE) mbar_wait(&full[s], (c / NS) & 1);
     const uint32_t big = smem_u32(sm + s * STG), small = big + B_BYTES / 2;
@@ -179,10 +185,10 @@ __global__ void __launch_bounds__(288, 1) ladder(const uint8_t* wsrc, const uint
 }
 
 #include <torch/extension.h>
-template <int CHAINS, bool LDSA, bool PIPE, bool COPY, int PREC, int NW>
+template <int CHAINS, bool LDSA, bool PIPE, bool COPY, int PREC, int NW, bool KSPLIT>
 void go(torch::Tensor w, torch::Tensor x, torch::Tensor sink, torch::Tensor cycles, int64_t iters) {
   const int smem = NS * (PREC == 2 ? B_BYTES + 2 * A_BYTES : STAGE) + 2 * NS * 8 + 1024;
-  auto k = ladder<CHAINS, LDSA, PIPE, COPY, PREC, NW>;
+  auto k = ladder<CHAINS, LDSA, PIPE, COPY, PREC, NW, KSPLIT>;
   cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   k<<<(int)cycles.numel(), 288, smem>>>(w.data_ptr<uint8_t>(), x.data_ptr<uint8_t>(), sink.data_ptr<float>(),
                                          cycles.data_ptr<int64_t>(), (int)iters);
@@ -190,8 +196,9 @@ void go(torch::Tensor w, torch::Tensor x, torch::Tensor sink, torch::Tensor cycl
 void run(int64_t v, torch::Tensor w, torch::Tensor x, torch::Tensor sink, torch::Tensor cycles, int64_t iters) {
   switch (v) {
 """ + "".join(
-    f"    case {i}: go<{c}, {str(l).lower()}, {str(p).lower()}, {str(cp).lower()}, {pr}, {nw}>(w, x, sink, cycles, iters); break;\n"
-    for i, (_, c, l, p, cp, pr, nw) in enumerate(RUNGS)) + r"""  }
+    f"    case {i}: go<{c}, {str(l).lower()}, {str(p).lower()}, {str(cp).lower()}, {pr}, {nw}, {str(ks).lower()}>"
+    f"(w, x, sink, cycles, iters); break;\n"
+    for i, (_, c, l, p, cp, pr, nw, ks) in enumerate(RUNGS)) + r"""  }
 }
 """
 
@@ -210,7 +217,7 @@ def main():
     cycles = torch.empty(sms, dtype=torch.int64, device="cuda")
     iters = 2000
     print(f"{'rung':42s} {'us':>8s} {'TFLOP/s':>8s} {'% peak':>7s} {'cycles/16 k':>13s} {'SM GHz':>7s}")
-    for i, (name, *_rest, prec, nw) in enumerate(RUNGS):
+    for i, (name, *_rest, prec, nw, ksplit) in enumerate(RUNGS):
         src = w16 if prec else w
         for _ in range(3):   # warm the clock
             ext.run(i, src, x, sink, cycles, iters)
@@ -224,7 +231,8 @@ def main():
             torch.cuda.synchronize()
             ts.append(a.elapsed_time(b) * 1e3)
         us = sorted(ts)[2]
-        macs = 2 * iters * 3 * 64 * nw * 16   # two warpgroups, 3 products of m64 nNW over each 16 k
+        macs = (1 if ksplit else 2) * iters * 3 * 64 * nw * 16   # per 16 k: 3 products of m64 nNW, on each warpgroup
+        # (KSPLIT: on one of them)
         cyc = cycles.float().median().item()
         clock_hz = cyc / (us * 1e-6)
         tflops = 2 * macs * sms / (us * 1e-6) / 1e12
