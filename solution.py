@@ -1777,16 +1777,16 @@ __device__ __forceinline__ void store_run4(float* __restrict__ eps, int r, int j
 // The cluster's first tile's noise at kernel entry (EARLY_NOISE): rank r of C the columns
 // [L / C r, L / C (r + 1)) of all BM rows into eps0, the cluster's. Layer 2 reads eps0 after the
 // cluster barrier that follows the weight split.
-template <int C>
+template <int C, int TR = wg::BM>   // TR: the tile's rows (64 in VAE_WG_HALF's tiles)
 __device__ __forceinline__ void draw_first_tile(float* __restrict__ eps0, const NoiseDraw& draw, int row0, int B, int rank) {
   using namespace wg;
-  if constexpr (L % (4 * C) != 0) {   // C = 6: rank r draws runs [r RUNS / C, (r + 1) RUNS / C) of the tile's
-    constexpr int RUNS = BM * L / 4;  // run v: row v % BM, columns 4 (v / BM) ..
+  if constexpr (L % (4 * C) != 0 || TR != BM) {   // C = 6: rank r draws runs [r RUNS / C, (r + 1) RUNS / C) of the tile's
+    constexpr int RUNS = TR * L / 4;              // run v: row v % TR, columns 4 (v / TR) ..
     static_assert((RUNS + C - 1) / C <= wg::THREADS, "one run a thread");
     const int lo = rank * RUNS / C, hi = (rank + 1) * RUNS / C, v = min(lo + (int)threadIdx.x, hi - 1);
     float e[4];
-    draw_run4(draw, row0 + v % BM, 4 * (v / BM), B, e);
-    if (lo + (int)threadIdx.x < hi) store_run4(eps0, v % BM, 4 * (v / BM), e);
+    draw_run4(draw, row0 + v % TR, 4 * (v / TR), B, e);
+    if (lo + (int)threadIdx.x < hi) store_run4(eps0, v % TR, 4 * (v / TR), e);
     return;
   }
   constexpr int UNITS = BM * (L / C / 4), ROUNDS = (UNITS + wg::THREADS - 1) / wg::THREADS;
@@ -1831,10 +1831,11 @@ __device__ __forceinline__ unsigned nctaid() {
   asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(n));
   return n;
 }
-template <int C> __device__ __forceinline__ unsigned workers(int B) {
-  return min((unsigned)(B + wg::BM - 1) / wg::BM, nctaid() / C) * C;
+template <int C, int TR = wg::BM> __device__ __forceinline__ unsigned workers(int B) {
+  return min((unsigned)(B + TR - 1) / TR, nctaid() / C) * C;
 }
-template <int C> __device__ __forceinline__ bool spare_noise(int B) {
+template <int C, int TR = wg::BM> __device__ __forceinline__ bool spare_noise(int B) {
+  if constexpr (TR != wg::BM) return false;   // VAE_WG_HALF: each cluster draws its first tile at entry, the producers the rest
   const int64_t values = (int64_t)((B + wg::BM - 1) / wg::BM) * wg::BM * L;   // every tile's, rows past B too
   return (int64_t)(nctaid() - workers<C>(B)) * wg::THREADS * wg::SPARE_DRAWS >= values;
 }
@@ -1900,6 +1901,28 @@ __device__ __forceinline__ unsigned clock32() { unsigned v; asm volatile("mov.u3
 // 64, column 8 (i >> 2) + 2 q + (i & 1).
 __device__ __forceinline__ int acc_row(int i) { return ((i >> 1) & 1) * 8; }
 __device__ __forceinline__ int acc_col(int i, int q) { return 8 * (i >> 2) + 2 * q + (i & 1); }
+// VAE_WG_HALF (64-row tiles, the two warpgroups on alternate chunks of every pass, each over the same 64 rows):
+// after a pass, warpgroup g keeps row rw + 8 g of its two; entry j of the kept row is accumulator entry
+// 4 (j >> 1) + 2 g + (j & 1), column kcol(j, q). The other row's entries go to the partner (tid ^ 128), which adds
+// them: a scratch pool in ACT's rows 64-127 (quarters' second halves past the RS partials' 4 KB), 3072 floats in
+// each quarter, warpgroup g's slots in quarters 2 g and 2 g + 1.
+__device__ __forceinline__ int kcol(int j, int q) { return 8 * (j >> 1) + 2 * q + (j & 1); }
+__device__ __forceinline__ int half_scr(int g, int n) { return (2 * g + n / 3072) * 64 * wg::BM + 5120 + n % 3072; }
+template <int NACC>
+__device__ __forceinline__ void half_combine(const float (&sum)[NACC], float (&keep)[NACC / 2], float* act, int tid) {
+  static_assert(NACC / 2 * 128 <= 2 * 3072, "a warpgroup's half of the sums fits its scratch");
+  const int g = tid >> 7, t = tid & 127;
+#pragma unroll
+  for (int j = 0; j < NACC / 2; ++j) {
+    const float a = sum[4 * (j >> 1) + (j & 1)], b = sum[4 * (j >> 1) + 2 + (j & 1)];   // rows rw, rw + 8
+    keep[j] = g ? b : a;
+    act[half_scr(g, j * 128 + t)] = g ? a : b;
+  }
+  asm volatile("bar.sync 1, %0;" :: "n"(wg::CONSUMERS) : "memory");
+#pragma unroll
+  for (int j = 0; j < NACC / 2; ++j) keep[j] += act[half_scr(1 - g, j * 128 + t)];
+  asm volatile("bar.sync 1, %0;" :: "n"(wg::CONSUMERS) : "memory");   // the scratch free for the next pass
+}
 // Consumer warpgroup, one chunk c: wait until the producer filled its stage, 3 wgmma (hi / lo FP16
 // products; A rows from a_at(st, g, r) as split_frags takes them, split in registers) into a fresh accumulator, wait for them, free
 // the stage, add the chunk into the fp32 sums (the tensor core's own accumulation keeps fewer bits
@@ -1996,6 +2019,24 @@ __device__ __forceinline__ void ws_run(uint32_t stg_s, uint64_t* full, uint64_t*
                               [&](int st, int, int r) { return a_at(st, kc, r); }, sum, amax, wait_more);
 }
 
+// VAE_WG_HALF: the same pass with warpgroup g on its chunks kc = g, g + 2, .. (its `empty` arrivals only); for
+// the other warpgroup's chunks skip(st) (layer 1: the x barrier's phase bit flipped without a wait).
+template <int NACC, int CHAINS, int PASS, class AAt, class Wait, class Skip>
+__device__ __forceinline__ void ws_run_half(uint32_t stg_s, uint64_t* full, uint64_t* empty, int& c, int r0, int q, int lane,
+                                            AAt a_at, float (&sum)[NACC], float (&amax)[2], Wait wait_more, Skip skip, int g) {
+#pragma unroll
+  for (int i = 0; i < NACC; ++i) sum[i] = 0.f;
+#pragma unroll 1
+  for (int kc = 0; kc < PASS; ++kc) {
+    if ((kc & 1) == g)
+      ws_chunk<NACC, CHAINS, 1>(stg_s, full, empty, c + kc, r0, q, lane,
+                                [&](int st, int, int r) { return a_at(st, kc, r); }, sum, amax, wait_more);
+    else
+      skip((c + kc) % wg::NS);
+  }
+  c += PASS;
+}
+
 // A weight row's inverse scale (a pair of adjacent rows') for an epilogue: the scale table's entry.
 __device__ __forceinline__ float isc_one(const float* p) { return *p; }
 __device__ __forceinline__ float2 isc_pair(const float* p) { return *reinterpret_cast<const float2*>(p); }
@@ -2012,6 +2053,19 @@ __device__ __forceinline__ void store_relu(float* act, const float (&sum)[NACC],
     // one 8-byte store (written as a float2, the compiler split it in two once act was known to be shared)
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(smem_u32(act + wg::act_at(r, k))),
                  "f"(fmaxf(__fmaf_rn(sum[i], sc.x, b.x), 0.f)), "f"(fmaxf(__fmaf_rn(sum[i + 1], sc.y, b.y), 0.f)) : "memory");
+  }
+}
+// VAE_WG_HALF: the same for one kept row (entries j: columns col0 + kcol(j, q)).
+template <int NK>
+__device__ __forceinline__ void store_relu_row(float* act, const float (&keep)[NK], const float* __restrict__ bias,
+                                               const float* isc, int col0, int row, int q) {
+#pragma unroll
+  for (int j = 0; j < NK; j += 2) {
+    const int k = col0 + kcol(j, q);
+    const float2 b = __ldg(reinterpret_cast<const float2*>(bias + k));
+    const float2 sc = isc_pair(isc + k);
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(smem_u32(act + wg::act_at(row, k))),
+                 "f"(fmaxf(__fmaf_rn(keep[j], sc.x, b.x), 0.f)), "f"(fmaxf(__fmaf_rn(keep[j + 1], sc.y, b.y), 0.f)) : "memory");
   }
 }
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" :: "n"(wg::CONSUMERS) : "memory"); }
@@ -2119,7 +2173,7 @@ __device__ __forceinline__ void wg_exact_row(const float* __restrict__ x, const 
 // peer from their own ACT, whose overwrite waits for every peer's receipt, `xdone`), the peers' recon
 // sums into rank 0's RED (`rfull`), and each tells its peers when the next tile's pushes may start
 // (`pfree`: its ACT reads of the last tile are done).
-template <int C>
+template <int C, bool HALF = false>   // HALF: VAE_WG_HALF's 64-row tiles (C = 6 only; see half_combine)
 __global__ void __launch_bounds__(wg::THREADS, 1)
 vae_elbo_kernel_wg(const float* __restrict__ x,
                    const float* __restrict__ We, const float* __restrict__ be,
@@ -2153,7 +2207,9 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   uint64_t* zdone = zfull + 1;    // RS: every block that this rank sent its z slice to received it (one arrival each)
   uint64_t* iscful = zdone + 1;   // the scale table's bulk copy landed
   const int tid = threadIdx.x, lane = tid & 31, q = lane & 3;
-  const int tiles = (B + BM - 1) / BM;
+  static_assert(!HALF || C == 6, "64-row tiles: clusters of 6 only");
+  constexpr int TR = HALF ? 64 : BM, HDIV = HALF ? 2 : 1;   // the tile's rows; the exchanges' bytes shrink by HDIV
+  const int tiles = (B + TR - 1) / TR;
   const int rank = C == 1 ? 0 : (int)cg::this_cluster().block_rank();
   const int cluster = blockIdx.x / C, clusters = gridDim.x / C;
   float* eps_buf = reinterpret_cast<float*>(ws + WS_BYTES + (size_t)blockIdx.x * NOISE_BYTES);   // [L][BM]
@@ -2172,7 +2228,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     for (int s = 0; s < NS; ++s) {
       mbar_init_count(&full[s], 1);   // producer thread 0's arrival with the stage's byte count
       mbar_init_count(&xfull[s], PRODUCERS);
-      mbar_init_count(&empty[s], CONSUMERS / 32);
+      mbar_init_count(&empty[s], CONSUMERS / HDIV / 32);   // HALF: the one warpgroup that used the chunk
     }
     mbar_init_count(nfull, PRODUCERS);
     mbar_init(pfull); mbar_init(rfull);
@@ -2193,12 +2249,12 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #endif
   // spares_draw's count in smem, read where needed (kept in registers across the tiles, it made the producers
   // spill at their 56 registers)
-  const bool spares_draw = spare_noise<C>(B);
-  if (tid == 0) *reinterpret_cast<volatile unsigned*>(sm + S::SPARES) = spares_draw ? nctaid() - workers<C>(B) : 0u;
+  const bool spares_draw = spare_noise<C, TR>(B);
+  if (tid == 0) *reinterpret_cast<volatile unsigned*>(sm + S::SPARES) = spares_draw ? nctaid() - workers<C, TR>(B) : 0u;
   if (spares_draw && blockIdx.x == 0 && tid == 0)   // the done count zeroed before the grid sync; the spares add after it
     *reinterpret_cast<unsigned*>(ws + WS_DONE) = 0u;
   if constexpr (P::EARLY_NOISE)
-    if (!spares_draw && cluster < tiles) draw_first_tile<C>(eps0, noise_source(noise), cluster * BM, B, rank);
+    if (!spares_draw && cluster < tiles) draw_first_tile<C, TR>(eps0, noise_source(noise), cluster * TR, B, rank);
 #ifdef VAE_PROFILE
   const long long t_drawn = clock64();
 #endif
@@ -2213,16 +2269,16 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #ifdef VAE_PROFILE
   const long long t_sync = clock64();
 #endif
-  if ((int)blockIdx.x >= workers<C>(B)) {   // ---- spare blocks: every tile's noise (or nothing), then done
+  if ((int)blockIdx.x >= workers<C, TR>(B)) {   // ---- spare blocks: every tile's noise (or nothing), then done
     if (spares_draw) {
       draw_all_tiles(reinterpret_cast<float*>(ws + WS_BYTES + (size_t)gridDim.x * NOISE_BYTES), noise_source(noise),
-                     tiles, B, (int)blockIdx.x - workers<C>(B), (int)gridDim.x - workers<C>(B));
+                     tiles, B, (int)blockIdx.x - workers<C, TR>(B), (int)gridDim.x - workers<C, TR>(B));
       __threadfence();   // each thread's eps stores, then the block's one release
       __syncthreads();
       if (tid == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(ws + WS_DONE) : "memory");
     }
 #ifdef VAE_PROFILE
-    if (tid == 0 && (int)blockIdx.x == workers<C>(B))
+    if (tid == 0 && (int)blockIdx.x == workers<C, TR>(B))
       printf("prof wg C=%d B=%d spare block %d: split + sync %lld, then draws %lld cycles; globaltimer entry %llu end "
              "%llu ns\n", C, B, (int)blockIdx.x, t_sync - t_drawn, clock64() - t_sync, g_entry, globaltimer_ns());
 #endif
@@ -2246,7 +2302,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     const NoiseDraw draw = noise_source(noise);
     int c = 0;
     for (int t = cluster; t < tiles; t += clusters) {
-      const int row0 = t * BM;
+      const int row0 = t * TR;
       // chunk of the tile, for the noise schedule: started past it where others draw this tile's noise
       int ci = *reinterpret_cast<volatile unsigned*>(sm + S::SPARES) != 0u || (P::EARLY_NOISE && t == cluster) ||
                !P::runs_layer2(rank) ? 1 << 20 : 0;
@@ -2264,7 +2320,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         }
         if (with_x) {   // layer 1: x row pt of the chunk (rows past B read as 0); its landing arrives on xfull
           const int row = row0 + pt;
-          const bool ok = row < B;
+          const bool ok = (TR == BM || pt < TR) && row < B;
           const uint32_t xs = smem_u32(st + S::WB + pt * ROWB);
 #pragma unroll
           for (int u = 0; u < 4; ++u) cp_async16(xs + 16 * u, x + (ok ? (size_t)row * D + kc * wg::BK + 4 * u : 0), ok);
@@ -2277,7 +2333,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll
           for (int u = 0; u < P::NOISE_BATCH; ++u) e[u] = 0.f;
 #ifndef VAE_WG_NO_NOISE   // dev: no draws (wrong results)
-          if (row < B) draw.run((uint64_t)row * L + j0, e);
+          if ((TR == BM || pt < TR) && row < B) draw.run((uint64_t)row * L + j0, e);
 #endif
 #pragma unroll
           for (int u = 0; u < P::NOISE_BATCH; ++u)
@@ -2310,20 +2366,21 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(CONSUMER_REGS));
 #endif
-  const int rw = 64 * (tid / 128) + 16 * ((tid / 32) % 4) + (lane >> 2);   // rows rw, rw + 8 of the tile
+  const int rw = (HALF ? 0 : 64 * (tid / 128)) + 16 * ((tid / 32) % 4) + (lane >> 2);   // rows rw, rw + 8 of the tile
+  const int hg = tid >> 7;   // HALF: the warpgroup, which keeps row rw + 8 hg after each pass
   int c = 0;
   uint32_t xph = 0;   // bit s: the phase parity of xfull[s] to wait for
   for (int t = cluster, it = 0; t < tiles; t += clusters, ++it) {
-    const int row0 = t * BM;
+    const int row0 = t * TR;
     float kl[2] = {0.f, 0.f}, recon[2] = {0.f, 0.f};   // partial sums of rows rw, rw + 8
     float amax[2] = {0.f, 0.f};   // largest |A value| this thread split, rows rw, rw + 8 (FP16 range check)
     if (C > 1 && tid == 0) {   // this tile's bytes from the peers
-      if (P::runs_layer2(rank)) mbar_expect(pfull, P::XBYTES);
+      if (P::runs_layer2(rank)) mbar_expect(pfull, P::XBYTES / HDIV);
       if constexpr (P::RS) {   // the z slices; C = 8, ranks 0-3: rank + 4's layer-1 partials
-        if (P::KSPLIT1 && P::runs_layer2(rank)) mbar_expect(hfull, P::HBYTES);
-        mbar_expect(zfull, P::runs_layer2(rank) ? P::ZRECV_LO : P::ZRECV_HI);
+        if (P::KSPLIT1 && P::runs_layer2(rank)) mbar_expect(hfull, P::HBYTES / HDIV);
+        mbar_expect(zfull, (P::runs_layer2(rank) ? P::ZRECV_LO : P::ZRECV_HI) / HDIV);
       }
-      if (rank == 0) mbar_expect(rfull, (C - 1 + (P::RS ? P::G2 - 1 : 0)) * BM * 4);
+      if (rank == 0) mbar_expect(rfull, (C - 1 + (P::RS ? P::G2 - 1 : 0)) * TR * 4);
     }
 #if defined(VAE_PROFILE) || defined(VAE_TIMELINE)
     long long prof[6];
@@ -2343,6 +2400,43 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         mbar_wait(&xfull[st], (xph >> st) & 1);   // the producers' x copies into stage st landed
         xph ^= 1u << st;
       };
+      if constexpr (HALF) {   // 64-row tiles: each warpgroup on alternate chunks, then the two halves of K combined
+        auto x_skip = [&](int st) { xph ^= 1u << st; };   // the other warpgroup's chunk: its x phase passes by
+        if (!P::runs_layer2(rank)) {   // K-helper: two quarters, one partial (64 rows) to each owner
+          float hsum[P::NH * P::N1 / 2], hk[P::NH * P::N1 / 4];
+          ws_run_half<P::NH * P::N1 / 2, VAE_WG_CHAINS1, KC1 - P::KC1_LO>(stg_s, full, empty, c, rw, q, lane, x_at, hsum,
+                                                                          amax, x_wait, x_skip, hg);
+          half_combine(hsum, hk, act, tid);
+          const int col0 = P::n1(rank, 0);
+#pragma unroll
+          for (int j = 0; j < P::NH * P::N1 / 4; j += 2)
+            *reinterpret_cast<float2*>(act + act_at(rw + 8 * hg, col0 + kcol(j, q))) = make_float2(hk[j], hk[j + 1]);
+          fence_proxy_async_smem();
+          consumers_sync();
+          if (tid == 0) {
+            if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);
+#pragma unroll
+            for (int h = 0; h < P::NH; ++h) {
+              float* part = act + act_at(0, col0 + 64 * h);   // the quarter's rows 0-63: its first 16 KB
+              bulk_copy_peer(cluster_addr(part, col0 / 64 + h), part, P::HBYTES / HDIV, cluster_addr(hfull, col0 / 64 + h));
+            }
+          }
+        } else {   // owner: its K part, the helper's partial added entry by entry, h stored
+          float hsum[P::N1 / 2], hk[P::N1 / 4];
+          ws_run_half<P::N1 / 2, VAE_WG_CHAINS1, P::KC1_LO>(stg_s, full, empty, c, rw, q, lane, x_at, hsum, amax, x_wait,
+                                                          x_skip, hg);
+          half_combine(hsum, hk, act, tid);
+          mbar_wait_cluster(hfull, it & 1);
+#pragma unroll
+          for (int j = 0; j < P::N1 / 4; j += 2) {
+            const float2 v = *reinterpret_cast<const float2*>(act + act_at(rw + 8 * hg, P::n1(rank, 0) + kcol(j, q)));
+            hk[j] += v.x;
+            hk[j + 1] += v.y;
+          }
+          store_relu_row(act, hk, be, isc + SC1, P::n1(rank, p), rw + 8 * hg, q);
+        }
+        continue;
+      }
       if constexpr (C == 6) if (!P::runs_layer2(rank)) {   // C = 6's K-helpers: two quarters, one partial to each owner
         float hsum[P::NH * P::N1 / 2];
         ws_run<P::NH * P::N1 / 2, VAE_WG_CHAINS1, KC1 - P::KC1_LO>(stg_s, full, empty, c, rw, q, lane, x_at, hsum, amax,
@@ -2417,6 +2511,75 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       }
     };
     if (P::runs_layer2(rank)) {
+      if constexpr (HALF) {   // 64-row tiles (RS, G2 = 4): the reduce-scatter of one kept row a thread
+        constexpr int E = P::RS_E / 2, G2 = P::G2, NM = N2 / 8;   // a thread's mu entries per owner; then logvar's
+        float sum[N2 / 2], k2[N2 / 4];
+        ws_run_half<N2 / 2, 2, P::KC2_MAX>(stg_s, full, empty, c, rw, q, lane,
+            [&](int, int kc, int r) { return act_frag(act, P::kc2_first(rank) + kc, r, q); }, sum, amax, [](int) {},
+            [](int) {}, hg);
+        half_combine(sum, k2, act, tid);   // (its barrier: every warp's h reads are done, the staging may overwrite h)
+        const int i0 = rank * E;           // own entries: units kcol(i0 + e, q), row rw + 8 hg
+#pragma unroll
+        for (int s2 = 0; s2 < G2; ++s2) {
+          if (s2 == rank) continue;
+          float* st = act + P::rs_stage((s2 - rank + G2) % G2) + tid * 2 * E;
+          *reinterpret_cast<float2*>(st) = make_float2(k2[s2 * E], k2[s2 * E + 1]);
+          *reinterpret_cast<float2*>(st + E) = make_float2(k2[NM + s2 * E], k2[NM + s2 * E + 1]);
+        }
+        fence_proxy_async_smem();
+        consumers_sync();
+        if (tid == 0) {
+          if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);
+#pragma unroll
+          for (int j = 1; j < G2; ++j)
+            bulk_copy_peer(cluster_addr(act + P::rs_in(rank), (rank + j) % G2), act + P::rs_stage(j), P::RSB / HDIV,
+                           cluster_addr(pfull, (rank + j) % G2));
+        }
+        mbar_wait_cluster(pfull, it & 1);
+        if (tid == 0)
+#pragma unroll
+          for (int j = 1; j < G2; ++j) mbar_arrive_cluster(xdone, (rank + j) % G2);
+        float mu_s[E], lv_s[E], eps[E];
+#pragma unroll
+        for (int e = 0; e < E; ++e) mu_s[e] = lv_s[e] = 0.f;
+#pragma unroll
+        for (int s2 = 0; s2 < G2; ++s2) {
+          const float* in = act + P::rs_in(s2) + tid * 2 * E;
+#pragma unroll
+          for (int e = 0; e < E; ++e) {
+            mu_s[e] += s2 == rank ? k2[s2 * E + e] : in[e];
+            lv_s[e] += s2 == rank ? k2[NM + s2 * E + e] : in[E + e];
+          }
+        }
+        {   // the tile's noise for the kept row's entries (load_noise's, one row): never the spares' (spare_noise)
+          const int off = rw + 8 * hg;
+          if (P::EARLY_NOISE && it == 0) {
+#pragma unroll
+            for (int e = 0; e < E; ++e)
+              asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(eps[e]) : "l"(eps0 + kcol(i0 + e, q) * BM + off) : "memory");
+          } else {
+            mbar_wait(nfull, (it - P::EARLY_NOISE) & 1);
+#pragma unroll
+            for (int e = 0; e < E; ++e)
+              asm volatile("ld.global.f32 %0, [%1];" : "=f"(eps[e]) : "l"(eps_buf + kcol(i0 + e, q) * BM + off) : "memory");
+          }
+        }
+        float* slot = act + P::rs_slot(rank);
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          const int r = rw + 8 * hg, j = kcol(i0 + e, q);
+          const float mu = __fmaf_rn(mu_s[e], isc_one(isc + SC2 + j), __ldg(bmu + j));
+          const float lv = __fmaf_rn(lv_s[e], isc_one(isc + SC2 + L + j), __ldg(blv + j));
+          slot[r * P::RS_UL + j - P::RS_UL * rank] = reparam_z(mu, lv, eps[e]);
+          kl[0] += kl_term(mu, lv);
+        }
+        fence_proxy_async_smem();
+        consumers_sync();
+        if (tid == 0)
+#pragma unroll
+          for (int b = 0; b < C; ++b)
+            if (b != rank) bulk_copy_peer(cluster_addr(slot, b), slot, P::ZSB / HDIV, cluster_addr(zfull, b));
+      } else {
       float sum[N2 / 2];
       auto run2 = [&](auto pass) {   // this rank's own K-chunks (C = 3: 6 or 5)
         ws_run<N2 / 2, 2, decltype(pass)::value>(stg_s, full, empty, c, rw, q, lane,
@@ -2530,6 +2693,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           kl[(i >> 1) & 1] += kl_term(mu, lv);
         }
       }
+      }   // (not HALF)
     }
     consumers_sync();
     if constexpr (P::RS) {   // every owner's z slice into Z
@@ -2541,6 +2705,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
       const int r = tid >> 1;   // thread: row tid / 2, columns 16 (tid & 1) .. + 15, 4 at a time
 #pragma unroll
       for (int k4 = 0; k4 < 4; ++k4) {
+        if (HALF && r >= TR) break;   // (64-row tiles: threads 0-127)
         const int k = 16 * (tid & 1) + 4 * k4;
         *reinterpret_cast<float4*>(act + z_at(r, k)) =
             *reinterpret_cast<const float4*>(act + P::rs_slot(k / P::RS_UL) + r * P::RS_UL + k % P::RS_UL);
@@ -2552,6 +2717,20 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     // ---- layer 3: d = relu(z W1^T + b1) -> ACT, P3 passes of N3 units
 #pragma unroll 1
     for (int p = 0; p < P::P3; ++p) {
+      if constexpr (HALF) {
+        float sum[P::N3 / 2], k3[P::N3 / 4];
+        ws_run_half<P::N3 / 2, 2, KC3>(stg_s, full, empty, c, rw, q, lane,
+            [&](int, int kc, int r) { return *reinterpret_cast<const float4*>(act + z_at(r, kc * 16 + 4 * q)); },
+            sum, amax, [](int) {}, [](int) {}, hg);
+        half_combine(sum, k3, act, tid);   // (its barrier: every warp's z reads of this pass are done)
+        if (P::RS && p == 0 && P::runs_layer2(rank)) {
+          mbar_wait_cluster(xdone, it & 1);
+          mbar_wait_cluster(zdone, it & 1);
+        }
+        if (p == P::P3 - 1) consumers_sync();
+        store_relu_row(act, k3, b1, isc + SC3, p * P::N3, rw + 8 * hg, q);
+        continue;
+      }
       float sum[P::N3 / 2];
       ws_run<P::N3 / 2, 2, KC3>(stg_s, full, empty, c, rw, q, lane,
           [&](int, int kc, int r) { return *reinterpret_cast<const float4*>(act + z_at(r, kc * 16 + 4 * q)); },
@@ -2570,6 +2749,27 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     auto layer4 = [&](auto width, int n0) {
       constexpr int N4 = decltype(width)::value;
       float sum[N4 / 2];
+      if constexpr (HALF) {   // one kept row (rw + 8 hg) a thread after the combine
+        float k4[N4 / 4];
+        ws_run_half<N4 / 2, VAE_WG_CHAINS4, KC4>(stg_s, full, empty, c, rw, q, lane,
+            [&](int, int kc, int r) { return act_frag(act, kc, r, q); }, sum, amax, [](int) {}, [](int) {}, hg);
+        half_combine(sum, k4, act, tid);
+        const int row = row0 + rw + 8 * hg;
+        float2 xv[N4 / 8];
+#pragma unroll
+        for (int j = 0; j < N4 / 4; j += 2)
+          xv[j / 2] = row < B ? __ldg(reinterpret_cast<const float2*>(x + (size_t)row * D + n0 + kcol(j, q))) : make_float2(0.f, 0.f);
+#pragma unroll
+        for (int j = 0; j < N4 / 4; j += 2) {
+          const int px = n0 + kcol(j, q);
+          const float2 bias = __ldg(reinterpret_cast<const float2*>(b2 + px));
+          const float2 sc = isc_pair(isc + SC4 + px);
+          const float l0 = __fmaf_rn(k4[j], sc.x, bias.x), l1 = __fmaf_rn(k4[j + 1], sc.y, bias.y);
+          const float t = bce_term_sp(l0, xv[j / 2].x) + bce_term_sp(l1, xv[j / 2].y);
+          recon[0] += row < B ? t : 0.f;
+        }
+        return;
+      }
       ws_run<N4 / 2, VAE_WG_CHAINS4, KC4>(stg_s, full, empty, c, rw, q, lane,
           [&](int, int kc, int r) { return act_frag(act, kc, r, q); }, sum, amax, [](int) {});
       // every x value of the pass first: one memory latency, not 28. (Issued before the pass's chunks
@@ -2622,6 +2822,41 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     // ---- row sums over the 4 lanes that share a row (fixed butterfly), the peers' into rank 0, outputs
     // A row whose A values (on any rank) left FP16's range is recomputed in fp32 by wg_exact_row: the
     // peers flag theirs by sending NaN as the recon sum (a NaN sum, from NaN inputs, takes it too).
+    if constexpr (HALF) {   // one kept row a thread; the FP16-range max over both warpgroups' chunks first
+      act[half_scr(hg, tid & 127)] = amax[1 - hg];
+      consumers_sync();
+      float am = fmaxf(amax[hg], act[half_scr(1 - hg, tid & 127)]), rc = recon[0], kk = kl[0];
+      consumers_sync();
+#pragma unroll
+      for (int o = 1; o <= 2; o <<= 1) {
+        rc += __shfl_xor_sync(0xffffffffu, rc, o);
+        kk += __shfl_xor_sync(0xffffffffu, kk, o);
+        am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
+      }
+      bool ex = am >= 65504.f;
+      const int rr = rw + 8 * hg;   // the kept row, within the tile
+      if (rank > 0) {
+        if (q == 0) {
+          st_async(cluster_addr(red + (rank - 1) * BM + rr, 0), ex ? __int_as_float(0x7fffffff) : rc, cluster_addr(rfull, 0));
+          if (rank < P::G2) st_async(cluster_addr(red + (7 + rank - 1) * BM + rr, 0), kk, cluster_addr(rfull, 0));
+        }
+      } else {
+        mbar_wait_cluster(rfull, it & 1);
+        const int row = row0 + rr;
+#pragma unroll
+        for (int j = 1; j < C; ++j) rc += red[(j - 1) * BM + rr];   // rank order: fixed
+#pragma unroll
+        for (int j = 1; j < P::G2; ++j) kk += red[(7 + j - 1) * BM + rr];
+        ex = (ex || isnan(rc)) && row < B;
+#ifdef VAE_WG_NO_EXACT
+        ex = false;
+#endif
+        if (q == 0 && row < B && !ex) store_row(out, B, row, rc, -0.5f * kk);
+        for (uint32_t todo = __ballot_sync(0xffffffffu, q == 0 && ex); todo; todo &= todo - 1)
+          wg_exact_row(x, We, be, Wmu, bmu, Wlv, blv, W1, b1, W2, b2, out, B,
+                       row0 + rw - (lane >> 2) + ((__ffs(todo) - 1) >> 2) + 8 * hg, noise_source(noise), lane);
+      }
+    } else {
     bool exact[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -2664,10 +2899,11 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           wg_exact_row(x, We, be, Wmu, bmu, Wlv, blv, W1, b1, W2, b2, out, B,
                        row0 + rw - (lane >> 2) + ((__ffs(todo) - 1) >> 2) + 8 * h, noise_source(noise), lane);
     }
+    }   // (not HALF)
     consumers_sync();   // the next tile's layer 1 writes ACT, which layer 4 read
     PROF(5);
 #ifdef VAE_PROFILE
-    if (tid == 0 && t == cluster && (blockIdx.x == 0 || (int)blockIdx.x == workers<C>(B) - 1))   // first, last worker
+    if (tid == 0 && t == cluster && (blockIdx.x == 0 || (int)blockIdx.x == workers<C, TR>(B) - 1))   // first, last worker
       printf("prof wg C=%d B=%d block %d: first-tile noise %lld, then split + sync %lld (split %lld (block 0: loads + max "
              "%lld), grid sync %lld, scales + cluster sync %lld); layer1 %lld layer2 %lld layer3 %lld layer4 %lld, row sums + "
              "outputs %lld cycles; globaltimer entry %llu first tile done %llu ns\n", C, B, (int)blockIdx.x,
@@ -2764,6 +3000,9 @@ static Params check_inputs(const at::Tensor& x, const at::Tensor& We, const at::
 #ifdef VAE_WG_C6
               || rows_per_tile == 134
 #endif
+#ifdef VAE_WG_HALF
+              || rows_per_tile == 70
+#endif
               ,
               "vae_forward: rows_per_tile must be 0 (auto), 8, 9 or 16 (cluster kernel), 32 or 64 (block-tile kernel), "
               "128 (tensor-core kernel, clusters of 1 to 4 or 8 blocks by B) or 128 + C (clusters of C = 1 to 4, or 8)");
@@ -2851,11 +3090,19 @@ template <int C> static int wg_max_clusters(c10::DeviceIndex dev) {
 // block per SM, as many clusters as run at once; cluster k takes tiles k, k + clusters, ... of 128
 // rows (the clusters past the tiles are spares: see the kernel). The split weights and the noise go to
 // a workspace.
-template <int C>
+template <int C, bool HALF = false>
 static void launch_wg(const float* xp, const Params& w, float* op, int B, const Noise& noise,
                       const at::Tensor& x, cudaStream_t stream, c10::DeviceIndex dv) {
   // every cluster that runs at once: those past the tiles split weights and may draw the noise
   const int grid = wg_max_clusters<C>(dv) * C;
+  if constexpr (HALF) {   // (wg_max_clusters set the attribute on the 128-row kernel only)
+    static bool attr_set[64];
+    if (!attr_set[dv]) {
+      C10_CUDA_CHECK(cudaFuncSetAttribute(vae_elbo_kernel_wg<C, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          (int)WgSmem::BYTES));
+      attr_set[dv] = true;
+    }
+  }
   at::Tensor ws = at::empty({(int64_t)wg::WS_BYTES + (int64_t)(grid + grid / C) * wg::NOISE_BYTES},
                             x.options().dtype(at::kByte));
   cudaLaunchConfig_t cfg = {};
@@ -2872,7 +3119,7 @@ static void launch_wg(const float* xp, const Params& w, float* op, int B, const 
   attr[1].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = C > 1 ? 2 : 1;
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, vae_elbo_kernel_wg<C>, xp, w.p[0], w.p[1], w.p[2], w.p[3], w.p[4],
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, vae_elbo_kernel_wg<C, HALF>, xp, w.p[0], w.p[1], w.p[2], w.p[3], w.p[4],
                                     w.p[5], w.p[6], w.p[7], w.p[8], w.p[9], op, B, noise, ws.data_ptr<uint8_t>()));
 }
 
@@ -2916,6 +3163,13 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
 #endif
       const int64_t C = R > 128 ? R - 128 : c8 ? 8 : c6 ? 6 : tiles <= wg_max_clusters<4>(dv) ? 4
                       : tiles <= wg_max_clusters<3>(dv) ? 3 : tiles <= wg_max_clusters<2>(dv) ? 2 : 1;
+#ifdef VAE_WG_HALF   // dev: 64-row tiles in clusters of 6 where they all fit at once (the H200: B <= 1088), or
+      // by rows_per_tile 70
+      if (R == 70 || (R == 128 && (B + 63) / 64 <= wg_max_clusters<6>(dv))) {
+        launch_wg<6, true>(xp, w, op, Bi, noise, x, stream, dv);
+        break;
+      }
+#endif
       if (C == 8) launch_wg<8>(xp, w, op, Bi, noise, x, stream, dv);
 #ifdef VAE_WG_C6
       else if (C == 6) launch_wg<6>(xp, w, op, Bi, noise, x, stream, dv);

@@ -88,6 +88,8 @@ def test_ptxas_report_gives_one_row_per_kernel_with_its_own_spills():
 @pytest.mark.parametrize("mangled, name", [
     ("_Z15vae_elbo_kernelILi9EEvPKf", "vae_elbo_kernel<9>"),
     ("_Z20vae_elbo_kernel_tileILi64EEvPKf", "vae_elbo_kernel_tile<64>"),
+    ("_Z18vae_elbo_kernel_wgILi6ELb1EEvPKf", "vae_elbo_kernel_wg<6, true>"),
+    ("_Z18vae_elbo_kernel_wgILi8ELb0EEvPKf", "vae_elbo_kernel_wg<8, false>"),
     ("_Z17draw_noise_kernelPfl", "draw_noise_kernel"),
     ("plain_c_name", "plain_c_name"),
 ])

@@ -43,9 +43,10 @@ def kernel_name(mangled: str) -> str:
         return mangled
     n = int(m.group(1))
     name, rest = mangled[m.end():m.end() + n], mangled[m.end() + n:]
-    args = re.match(r"I((?:Li-?\d+E)+)E", rest)
+    args = re.match(r"I((?:L[ib]-?\d+E)+)E", rest)   # int and bool template arguments
     if args:
-        name += "<" + ", ".join(re.findall(r"Li(-?\d+)E", args.group(1))) + ">"
+        vals = re.findall(r"L([ib])(-?\d+)E", args.group(1))
+        name += "<" + ", ".join(v if t == "i" else ("true" if v == "1" else "false") for t, v in vals) + ">"
     return name
 
 
