@@ -220,8 +220,10 @@ def test_matches_reference(B, seed):
 
 # rows_per_tile: 8, 9, 16 = cluster kernel rows per cluster; 32, 64 = block-tile kernel rows per block;
 # 128 = tensor-core (wgmma) kernel, 128-row tiles over clusters of 1 to 4 or 8 blocks by B; 128 + C: clusters of C
-# (134, clusters of 6, exists only in a build with the dev switch VAE_WG_C6: VAE_EXTRA_CUDA_FLAGS=-DVAE_WG_C6)
-WG_FORCED = [129, 130, 131, 132, 136] + ([134] if "VAE_WG_C6" in os.environ.get("VAE_EXTRA_CUDA_FLAGS", "") else [])
+# (134, clusters of 6, and 70, 64-row tiles in clusters of 6, exist only in builds with the dev switches VAE_WG_C6
+# and VAE_WG_HALF: VAE_EXTRA_CUDA_FLAGS="-DVAE_WG_C6 -DVAE_WG_HALF")
+_DEV_FLAGS = os.environ.get("VAE_EXTRA_CUDA_FLAGS", "")
+WG_FORCED = [129, 130, 131, 132, 136] + [r for r, flag in ((134, "VAE_WG_C6"), (70, "VAE_WG_HALF")) if flag in _DEV_FLAGS]
 TILES = [8, 9, 16, 32, 64, 128] + WG_FORCED
 
 
