@@ -2055,6 +2055,38 @@ __device__ __forceinline__ void store_relu(float* act, const float (&sum)[NACC],
                  "f"(fmaxf(__fmaf_rn(sum[i], sc.x, b.x), 0.f)), "f"(fmaxf(__fmaf_rn(sum[i + 1], sc.y, b.y), 0.f)) : "memory");
   }
 }
+// C = 6: a K-helper's staged layer-1 partial (its own ACT quarters col0 / 64 .., BYTES each) to each of its NH owners
+// (quarter col0 / 64 + h belongs to rank col0 / 64 + h), once the owners are done with the last tile (pfree).
+template <int NH, int BYTES>
+__device__ __forceinline__ void push_partials(float* act, int col0, uint64_t* pfree, uint64_t* hfull, int it, int tid) {
+  fence_proxy_async_smem();
+  asm volatile("bar.sync 1, %0;" :: "n"(wg::CONSUMERS) : "memory");
+  if (tid == 0) {
+    if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);
+#pragma unroll
+    for (int h = 0; h < NH; ++h) {
+      float* part = act + wg::act_at(0, col0 + 64 * h);   // (64-row tiles: the quarter's first 16 KB)
+      bulk_copy_peer(cluster_addr(part, col0 / 64 + h), part, BYTES, cluster_addr(hfull, col0 / 64 + h));
+    }
+  }
+}
+// RS: this rank's mu and logvar sums of its own latent units, every layer-2 rank's partial in rank order (its own
+// from `own`: mu entries s E .., logvar entries NM + s E ..; the peers' from their copies at rs_in(s)).
+template <class P, int E, int NM, int N>
+__device__ __forceinline__ void rs_gather(const float (&own)[N], const float* act, int rank, int tid, float (&mu_s)[E],
+                                          float (&lv_s)[E]) {
+#pragma unroll
+  for (int e = 0; e < E; ++e) mu_s[e] = lv_s[e] = 0.f;
+#pragma unroll
+  for (int s2 = 0; s2 < P::G2; ++s2) {
+    const float* in = act + P::rs_in(s2) + tid * 2 * E;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      mu_s[e] += s2 == rank ? own[s2 * E + e] : in[e];
+      lv_s[e] += s2 == rank ? own[NM + s2 * E + e] : in[E + e];
+    }
+  }
+}
 // VAE_WG_HALF: the same for one kept row (entries j: columns col0 + kcol(j, q)).
 template <int NK>
 __device__ __forceinline__ void store_relu_row(float* act, const float (&keep)[NK], const float* __restrict__ bias,
@@ -2400,6 +2432,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         mbar_wait(&xfull[st], (xph >> st) & 1);   // the producers' x copies into stage st landed
         xph ^= 1u << st;
       };
+      if constexpr (C == 6) {
       if constexpr (HALF) {   // 64-row tiles: each warpgroup on alternate chunks, then the two halves of K combined
         auto x_skip = [&](int st) { xph ^= 1u << st; };   // the other warpgroup's chunk: its x phase passes by
         if (!P::runs_layer2(rank)) {   // K-helper: two quarters, one partial (64 rows) to each owner
@@ -2411,16 +2444,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll
           for (int j = 0; j < P::NH * P::N1 / 4; j += 2)
             *reinterpret_cast<float2*>(act + act_at(rw + 8 * hg, col0 + kcol(j, q))) = make_float2(hk[j], hk[j + 1]);
-          fence_proxy_async_smem();
-          consumers_sync();
-          if (tid == 0) {
-            if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);
-#pragma unroll
-            for (int h = 0; h < P::NH; ++h) {
-              float* part = act + act_at(0, col0 + 64 * h);   // the quarter's rows 0-63: its first 16 KB
-              bulk_copy_peer(cluster_addr(part, col0 / 64 + h), part, P::HBYTES / HDIV, cluster_addr(hfull, col0 / 64 + h));
-            }
-          }
+          push_partials<P::NH, P::HBYTES / HDIV>(act, col0, pfree, hfull, it, tid);
         } else {   // owner: its K part, the helper's partial added entry by entry, h stored
           float hsum[P::N1 / 2], hk[P::N1 / 4];
           ws_run_half<P::N1 / 2, VAE_WG_CHAINS1, P::KC1_LO>(stg_s, full, empty, c, rw, q, lane, x_at, hsum, amax, x_wait,
@@ -2437,7 +2461,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         }
         continue;
       }
-      if constexpr (C == 6) if (!P::runs_layer2(rank)) {   // C = 6's K-helpers: two quarters, one partial to each owner
+      if (!P::runs_layer2(rank)) {   // C = 6's K-helpers: two quarters, one partial to each owner
         float hsum[P::NH * P::N1 / 2];
         ws_run<P::NH * P::N1 / 2, VAE_WG_CHAINS1, KC1 - P::KC1_LO>(stg_s, full, empty, c, rw, q, lane, x_at, hsum, amax,
                                                                    x_wait);
@@ -2445,18 +2469,10 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll
         for (int i = 0; i < P::NH * P::N1 / 2; i += 2)   // into own ACT (free: no h here), then one bulk copy a quarter
           *reinterpret_cast<float2*>(act + act_at(rw + acc_row(i), col0 + acc_col(i, q))) = make_float2(hsum[i], hsum[i + 1]);
-        fence_proxy_async_smem();
-        consumers_sync();
-        if (tid == 0) {
-          if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);   // both owners are done with the last tile
-#pragma unroll
-          for (int h = 0; h < P::NH; ++h) {
-            float* part = act + act_at(0, col0 + 64 * h);
-            bulk_copy_peer(cluster_addr(part, col0 / 64 + h), part, P::HBYTES, cluster_addr(hfull, col0 / 64 + h));
-          }
-        }
+        push_partials<P::NH, P::HBYTES / HDIV>(act, col0, pfree, hfull, it, tid);
         continue;
       }
+      }   // (C = 6)
       float sum[P::N1 / 2];
       auto run1 = [&](auto pass) {   // this rank's K-chunks of layer 1 (C = 8: 25 or 24)
         ws_run<P::N1 / 2, VAE_WG_CHAINS1, decltype(pass)::value>(stg_s, full, empty, c, rw, q, lane, x_at, sum, amax, x_wait);
@@ -2540,17 +2556,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll
           for (int j = 1; j < G2; ++j) mbar_arrive_cluster(xdone, (rank + j) % G2);
         float mu_s[E], lv_s[E], eps[E];
-#pragma unroll
-        for (int e = 0; e < E; ++e) mu_s[e] = lv_s[e] = 0.f;
-#pragma unroll
-        for (int s2 = 0; s2 < G2; ++s2) {
-          const float* in = act + P::rs_in(s2) + tid * 2 * E;
-#pragma unroll
-          for (int e = 0; e < E; ++e) {
-            mu_s[e] += s2 == rank ? k2[s2 * E + e] : in[e];
-            lv_s[e] += s2 == rank ? k2[NM + s2 * E + e] : in[E + e];
-          }
-        }
+        rs_gather<P, E, NM>(k2, act, rank, tid, mu_s, lv_s);
         {   // the tile's noise for the kept row's entries (load_noise's, one row): never the spares' (spare_noise)
           const int off = rw + 8 * hg;
           if (P::EARLY_NOISE && it == 0) {
@@ -2621,17 +2627,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll
           for (int j = 1; j < G2; ++j) mbar_arrive_cluster(xdone, (rank + j) % G2);
         float mu_s[E], lv_s[E];   // own units' sums, every rank's partial in rank order (own from registers)
-#pragma unroll
-        for (int e = 0; e < E; ++e) mu_s[e] = lv_s[e] = 0.f;
-#pragma unroll
-        for (int s2 = 0; s2 < G2; ++s2) {
-          const float* in = act + P::rs_in(s2) + tid * 2 * E;
-#pragma unroll
-          for (int e = 0; e < E; ++e) {
-            mu_s[e] += s2 == rank ? sum[s2 * E + e] : in[e];
-            lv_s[e] += s2 == rank ? sum[NM + s2 * E + e] : in[E + e];
-          }
-        }
+        rs_gather<P, E, NM>(sum, act, rank, tid, mu_s, lv_s);
         load_noise(eps, i0);
         L2PROF(3);
         float* slot = act + P::rs_slot(rank);   // own z slice [BM][RS_UL]: the copies' source
@@ -2822,44 +2818,18 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     // ---- row sums over the 4 lanes that share a row (fixed butterfly), the peers' into rank 0, outputs
     // A row whose A values (on any rank) left FP16's range is recomputed in fp32 by wg_exact_row: the
     // peers flag theirs by sending NaN as the recon sum (a NaN sum, from NaN inputs, takes it too).
-    if constexpr (HALF) {   // one kept row a thread; the FP16-range max over both warpgroups' chunks first
+    // HALF: each thread finishes one row (rw + 8 hg), whose FP16-range max it first takes over both warpgroups
+    if constexpr (HALF) {
       act[half_scr(hg, tid & 127)] = amax[1 - hg];
       consumers_sync();
-      float am = fmaxf(amax[hg], act[half_scr(1 - hg, tid & 127)]), rc = recon[0], kk = kl[0];
+      amax[0] = fmaxf(amax[hg], act[half_scr(1 - hg, tid & 127)]);
       consumers_sync();
-#pragma unroll
-      for (int o = 1; o <= 2; o <<= 1) {
-        rc += __shfl_xor_sync(0xffffffffu, rc, o);
-        kk += __shfl_xor_sync(0xffffffffu, kk, o);
-        am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
-      }
-      bool ex = am >= 65504.f;
-      const int rr = rw + 8 * hg;   // the kept row, within the tile
-      if (rank > 0) {
-        if (q == 0) {
-          st_async(cluster_addr(red + (rank - 1) * BM + rr, 0), ex ? __int_as_float(0x7fffffff) : rc, cluster_addr(rfull, 0));
-          if (rank < P::G2) st_async(cluster_addr(red + (7 + rank - 1) * BM + rr, 0), kk, cluster_addr(rfull, 0));
-        }
-      } else {
-        mbar_wait_cluster(rfull, it & 1);
-        const int row = row0 + rr;
-#pragma unroll
-        for (int j = 1; j < C; ++j) rc += red[(j - 1) * BM + rr];   // rank order: fixed
-#pragma unroll
-        for (int j = 1; j < P::G2; ++j) kk += red[(7 + j - 1) * BM + rr];
-        ex = (ex || isnan(rc)) && row < B;
-#ifdef VAE_WG_NO_EXACT
-        ex = false;
-#endif
-        if (q == 0 && row < B && !ex) store_row(out, B, row, rc, -0.5f * kk);
-        for (uint32_t todo = __ballot_sync(0xffffffffu, q == 0 && ex); todo; todo &= todo - 1)
-          wg_exact_row(x, We, be, Wmu, bmu, Wlv, blv, W1, b1, W2, b2, out, B,
-                       row0 + rw - (lane >> 2) + ((__ffs(todo) - 1) >> 2) + 8 * hg, noise_source(noise), lane);
-      }
-    } else {
+    }
+    constexpr int NROW = HALF ? 1 : 2;              // rows a thread finishes: rbase + 8 h, h < NROW
+    const int rbase = rw + (HALF ? 8 * hg : 0);
     bool exact[2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < NROW; ++h) {
 #pragma unroll
       for (int o = 1; o <= 2; o <<= 1) {
         recon[h] += __shfl_xor_sync(0xffffffffu, recon[h], o);
@@ -2871,22 +2841,22 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     if (C > 1 && rank > 0) {
       if (q == 0)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          st_async(cluster_addr(red + (rank - 1) * BM + rw + 8 * h, 0), exact[h] ? __int_as_float(0x7fffffff) : recon[h],
+        for (int h = 0; h < NROW; ++h) {
+          st_async(cluster_addr(red + (rank - 1) * BM + rbase + 8 * h, 0), exact[h] ? __int_as_float(0x7fffffff) : recon[h],
                    cluster_addr(rfull, 0));
           if (P::RS && rank < P::G2)   // RS: the KL sums of this rank's latent units
-            st_async(cluster_addr(red + (7 + rank - 1) * BM + rw + 8 * h, 0), kl[h], cluster_addr(rfull, 0));
+            st_async(cluster_addr(red + (7 + rank - 1) * BM + rbase + 8 * h, 0), kl[h], cluster_addr(rfull, 0));
         }
     } else {
       if (C > 1) mbar_wait_cluster(rfull, it & 1);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row0 + rw + 8 * h;
+      for (int h = 0; h < NROW; ++h) {
+        const int row = row0 + rbase + 8 * h;
 #pragma unroll
-        for (int j = 1; j < C; ++j) recon[h] += red[(j - 1) * BM + rw + 8 * h];   // rank order: fixed
+        for (int j = 1; j < C; ++j) recon[h] += red[(j - 1) * BM + rbase + 8 * h];   // rank order: fixed
         if constexpr (P::RS)
 #pragma unroll
-          for (int j = 1; j < P::G2; ++j) kl[h] += red[(7 + j - 1) * BM + rw + 8 * h];
+          for (int j = 1; j < P::G2; ++j) kl[h] += red[(7 + j - 1) * BM + rbase + 8 * h];
         exact[h] = (exact[h] || isnan(recon[h])) && row < B;
 #ifdef VAE_WG_NO_EXACT   // dev: no fp32 fallback (wrong results where activations leave FP16's range)
         exact[h] = false;
@@ -2894,12 +2864,11 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         if (q == 0 && row < B && !exact[h]) store_row(out, B, row, recon[h], -0.5f * kl[h]);
       }
 #pragma unroll
-      for (int h = 0; h < 2; ++h)   // the warp's flagged rows one by one (lane 4 g + 0 has row rw + g)
+      for (int h = 0; h < NROW; ++h)   // the warp's flagged rows one by one (lane 4 g + 0 has row rbase + g)
         for (uint32_t todo = __ballot_sync(0xffffffffu, q == 0 && exact[h]); todo; todo &= todo - 1)
           wg_exact_row(x, We, be, Wmu, bmu, Wlv, blv, W1, b1, W2, b2, out, B,
-                       row0 + rw - (lane >> 2) + ((__ffs(todo) - 1) >> 2) + 8 * h, noise_source(noise), lane);
+                       row0 + rbase - (lane >> 2) + ((__ffs(todo) - 1) >> 2) + 8 * h, noise_source(noise), lane);
     }
-    }   // (not HALF)
     consumers_sync();   // the next tile's layer 1 writes ACT, which layer 4 read
     PROF(5);
 #ifdef VAE_PROFILE
