@@ -28,8 +28,9 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
 - vae_elbo_kernel_tile<BM> (BM = 32, 64; by rows_per_tile only): one block owns BM rows end to end,
   the two big layers as register-tiled SGEMMs streamed through shared memory.
 - vae_elbo_kernel_wg<C> (rows_per_tile 128, or 128 + C; B from 481 on the H200): persistent and cooperative,
-  one block per SM, in clusters of C = 8, 4, 3, 2 or 1 blocks (the largest whose clusters all run at
-  once; in clusters of 8, two blocks share each quarter of layer 1's units, each half of its K).
+  one block per SM, in clusters of C = 8, 6, 4, 3, 2 or 1 blocks (the largest whose clusters all run at
+  once; in clusters of 8, two blocks share each quarter of layer 1's units, each half of its K; in clusters
+  of 6, ranks 4 and 5 each take the last 20 K-chunks of two quarters).
   The host launches every cluster that runs at once. Every block first splits weight rows, scaled
   by a power of two into FP16's range, into hi + lo FP16 parts in a workspace (1.7 MB, per call),
   grid sync, then each cluster takes 128-row tiles,
@@ -1489,7 +1490,7 @@ constexpr int W4_C1 = VAE_WG_N4_C1;
 #define VAE_WG_KC1_LO 25                  // dev: C = 8, ranks 0-3's share of layer 1's 49 K-chunks (26: r + 4's
 #endif                                    // partials copy, ~2.7 K cycles for 32 KB, overlaps r's last chunks)
 #ifndef VAE_WG_KC1_LO6
-#define VAE_WG_KC1_LO6 29                 // dev (VAE_WG_C6): C = 6, ranks 0-3's share (a helper's chunks are twice
+#define VAE_WG_KC1_LO6 29                 // dev: C = 6, ranks 0-3's share (a helper's chunks are twice
 #endif                                    // as wide, ~1.3 K cycles against ~1.05 K, and it sends 64 KB, not 32)
 template <int C> struct Plan {
   static_assert((C >= 1 && C <= 4) || C == 6 || C == 8, "clusters of 1 to 4, 6 or 8");
@@ -1498,7 +1499,7 @@ template <int C> struct Plan {
   // (`hfull`, into r's own ACT quarter, where each thread adds its own entries before storing h). Only
   // ranks 0-3 (the layer-2 group, G2) run layer 2, as a cluster of 4; their z slices go to all 8 (RS).
   // All 8 run layer 3 whole and 1/8 of the pixels (96, rank 0 112).
-  // C = 6 (dev, VAE_WG_C6: 16 or 17 tiles, which clusters of 8 cannot hold and clusters of 6 can): the same
+  // C = 6 (16 or 17 tiles, which clusters of 8 cannot hold (15 at once) and clusters of 6 can (17)): the same
   // with two K-helpers, ranks 4 and 5, each over 2 quarters (N1 = 128: units 128 (rank - 4) ..), sending
   // one partial to each of ranks 2 (rank - 4) and 2 (rank - 4) + 1; 1/6 of the pixels (128, rank 0 144).
   static constexpr bool KSPLIT1 = C == 8 || C == 6;
@@ -2965,16 +2966,14 @@ static Params check_inputs(const at::Tensor& x, const at::Tensor& We, const at::
   check_param(b2, "decoder[2].bias", D, -1, dev);
   TORCH_CHECK(rows_per_tile == 0 || rows_per_tile == 8 || rows_per_tile == 9 || rows_per_tile == 16 ||
               rows_per_tile == 32 || rows_per_tile == 64 || rows_per_tile == 128 || rows_per_tile == 129 ||
-              rows_per_tile == 130 || rows_per_tile == 131 || rows_per_tile == 132 || rows_per_tile == 136
-#ifdef VAE_WG_C6
-              || rows_per_tile == 134
-#endif
+              rows_per_tile == 130 || rows_per_tile == 131 || rows_per_tile == 132 || rows_per_tile == 134 ||
+              rows_per_tile == 136
 #ifdef VAE_WG_HALF
               || rows_per_tile == 70
 #endif
               ,
               "vae_forward: rows_per_tile must be 0 (auto), 8, 9 or 16 (cluster kernel), 32 or 64 (block-tile kernel), "
-              "128 (tensor-core kernel, clusters of 1 to 4 or 8 blocks by B) or 128 + C (clusters of C = 1 to 4, or 8)");
+              "128 (tensor-core kernel, clusters of 1 to 4, 6 or 8 blocks by B) or 128 + C (clusters of C = 1 to 4, 6 or 8)");
   return {{We.data_ptr<float>(), be.data_ptr<float>(), Wmu.data_ptr<float>(), bmu.data_ptr<float>(),
            Wlv.data_ptr<float>(), blv.data_ptr<float>(), W1.data_ptr<float>(), b1.data_ptr<float>(),
            W2.data_ptr<float>(), b2.data_ptr<float>()}};
@@ -3121,15 +3120,11 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
     case 64: launch(vae_elbo_kernel_tile<64>, TileSmem<64>::BYTES, (int)((B + 63) / 64), TT, conf64,
                     xp, w, op, Bi, noise, stream, dv); break;
     default: {   // the tensor-core kernel: 128 + C forces clusters of C, 128 the largest C whose
-      // clusters all fit at once (on the H200: up to 15 tiles x 8 blocks (B = 1920); up to B = 2304, 18
-      // tiles x 4; B = 4096, 32 tiles x 3, fewer than 32 clusters of 4 fit; B = 8192, 64 tiles x 2; then 1)
+      // clusters all fit at once (on the H200: up to 15 tiles x 8 blocks (B = 1920); 16-17 tiles x 6 (B = 2176);
+      // up to B = 3840, 30 tiles x 4; B = 4096, 32 tiles x 3; B = 8192, 64 tiles x 2; then 1)
       const int64_t tiles = (B + wg::BM - 1) / wg::BM;
       const bool c8 = tiles <= wg_max_clusters<8>(dv);
-#ifdef VAE_WG_C6   // dev: clusters of 6 where those of 8 do not all fit (the H200: 16 or 17 tiles)
-      const bool c6 = !c8 && tiles <= wg_max_clusters<6>(dv);
-#else
-      constexpr bool c6 = false;
-#endif
+      const bool c6 = !c8 && tiles <= wg_max_clusters<6>(dv);   // where those of 8 do not all fit (H200: 16, 17 tiles)
       const int64_t C = R > 128 ? R - 128 : c8 ? 8 : c6 ? 6 : tiles <= wg_max_clusters<4>(dv) ? 4
                       : tiles <= wg_max_clusters<3>(dv) ? 3 : tiles <= wg_max_clusters<2>(dv) ? 2 : 1;
 #ifdef VAE_WG_HALF   // dev: 64-row tiles in clusters of 6 where they all fit at once (the H200: B <= 1088), or
@@ -3140,9 +3135,7 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
       }
 #endif
       if (C == 8) launch_wg<8>(xp, w, op, Bi, noise, x, stream, dv);
-#ifdef VAE_WG_C6
       else if (C == 6) launch_wg<6>(xp, w, op, Bi, noise, x, stream, dv);
-#endif
       else if (C == 4) launch_wg<4>(xp, w, op, Bi, noise, x, stream, dv);
       else if (C == 3) launch_wg<3>(xp, w, op, Bi, noise, x, stream, dv);
       else if (C == 2) launch_wg<2>(xp, w, op, Bi, noise, x, stream, dv);
@@ -3274,7 +3267,7 @@ def _build():
         extra = os.environ.get("VAE_EXTRA_CUDA_FLAGS", "").split()   # dev variants, see tools/kernel_dev.py
         suffix = "_" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8] if extra else ""
         return load_inline(
-            name="vae_elbo_fused_v13" + suffix,
+            name="vae_elbo_fused_v14" + suffix,
             cpp_sources=CPP_DECL + CPP_BIND,
             cuda_sources=CUDA_SRC,
             functions=None,   # CPP_BIND's module
