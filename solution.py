@@ -1803,12 +1803,13 @@ __device__ __forceinline__ void draw_first_tile(float* __restrict__ eps0, const 
     if (u < UNITS) store_run4(eps0, u % BM, rank * (L / C) + 4 * (u / BM), e[k]);
   }
 }
-// Spare block hb of nhb: its share of every tile's noise (tile t's at eps + t L BM), two runs in
-// flight per thread.
+// Spare block hb of nhb: its share of every tile's noise (tile t's at eps + t L BM, rows < TR), two runs
+// in flight per thread.
+template <int TR = wg::BM>   // TR: the tile's rows (64 in VAE_WG_HALF's tiles)
 __device__ __noinline__ void draw_all_tiles(float* __restrict__ eps, const NoiseDraw draw, int tiles, int B,
                                             int hb, int nhb) {   // (not inlined: its own registers)
   using namespace wg;
-  constexpr int PER_TILE = BM * (L / 4);
+  constexpr int PER_TILE = TR * (L / 4);
   const int units = tiles * PER_TILE, stride = nhb * wg::THREADS;
 #pragma unroll 1   // (unrolled, its chains made ptxas spill values the workers keep across it)
   for (int u0 = hb * wg::THREADS + (int)threadIdx.x; u0 < units; u0 += 2 * stride) {
@@ -1816,12 +1817,12 @@ __device__ __noinline__ void draw_all_tiles(float* __restrict__ eps, const Noise
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
       const int u = min(u0 + k * stride, units - 1), t = u / PER_TILE, v = u % PER_TILE;
-      draw_run4(draw, t * BM + v % BM, 4 * (v / BM), B, e[k]);
+      draw_run4(draw, t * TR + v % TR, 4 * (v / TR), B, e[k]);
     }
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
       const int u = u0 + k * stride, t = u / PER_TILE, v = u % PER_TILE;
-      if (u < units) store_run4(eps + (size_t)t * L * BM, v % BM, 4 * (v / BM), e[k]);
+      if (u < units) store_run4(eps + (size_t)t * L * BM, v % TR, 4 * (v / TR), e[k]);
     }
   }
 }
@@ -1836,9 +1837,8 @@ template <int C, int TR = wg::BM> __device__ __forceinline__ unsigned workers(in
   return min((unsigned)(B + TR - 1) / TR, nctaid() / C) * C;
 }
 template <int C, int TR = wg::BM> __device__ __forceinline__ bool spare_noise(int B) {
-  if constexpr (TR != wg::BM) return false;   // VAE_WG_HALF: each cluster draws its first tile at entry, the producers the rest
-  const int64_t values = (int64_t)((B + wg::BM - 1) / wg::BM) * wg::BM * L;   // every tile's, rows past B too
-  return (int64_t)(nctaid() - workers<C>(B)) * wg::THREADS * wg::SPARE_DRAWS >= values;
+  const int64_t values = (int64_t)((B + TR - 1) / TR) * TR * L;   // every tile's, rows past B too
+  return (int64_t)(nctaid() - workers<C, TR>(B)) * wg::THREADS * wg::SPARE_DRAWS >= values;
 }
 __device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
   unsigned v;
@@ -2304,7 +2304,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #endif
   if ((int)blockIdx.x >= workers<C, TR>(B)) {   // ---- spare blocks: every tile's noise (or nothing), then done
     if (spares_draw) {
-      draw_all_tiles(reinterpret_cast<float*>(ws + WS_BYTES + (size_t)gridDim.x * NOISE_BYTES), noise_source(noise),
+      draw_all_tiles<TR>(reinterpret_cast<float*>(ws + WS_BYTES + (size_t)gridDim.x * NOISE_BYTES), noise_source(noise),
                      tiles, B, (int)blockIdx.x - workers<C, TR>(B), (int)gridDim.x - workers<C, TR>(B));
       __threadfence();   // each thread's eps stores, then the block's one release
       __syncthreads();
@@ -2543,7 +2543,10 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           *reinterpret_cast<float2*>(st) = make_float2(k2[s2 * E], k2[s2 * E + 1]);
           *reinterpret_cast<float2*>(st + E) = make_float2(k2[NM + s2 * E], k2[NM + s2 * E + 1]);
         }
-        fence_proxy_async_smem();
+        const unsigned spares = *reinterpret_cast<volatile unsigned*>(sm + S::SPARES);
+        if (tid == 0 && spares)   // the spares drew this tile's noise (then it is the cluster's one tile, in eps0):
+          while (ld_acquire_gpu(reinterpret_cast<const unsigned*>(ws + WS_DONE)) < spares) __nanosleep(64);
+        fence_proxy_async_smem();   // (the barrier below orders every consumer's eps loads after thread 0's acquire)
         consumers_sync();
         if (tid == 0) {
           if (it > 0) mbar_wait_cluster(pfree, (it - 1) & 1);
@@ -2558,9 +2561,9 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           for (int j = 1; j < G2; ++j) mbar_arrive_cluster(xdone, (rank + j) % G2);
         float mu_s[E], lv_s[E], eps[E];
         rs_gather<P, E, NM>(k2, act, rank, tid, mu_s, lv_s);
-        {   // the tile's noise for the kept row's entries (load_noise's, one row): never the spares' (spare_noise)
+        {   // the tile's noise for the kept row's entries (load_noise's, one row)
           const int off = rw + 8 * hg;
-          if (P::EARLY_NOISE && it == 0) {
+          if (spares || (P::EARLY_NOISE && it == 0)) {   // (spares: waited for above)
 #pragma unroll
             for (int e = 0; e < E; ++e)
               asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(eps[e]) : "l"(eps0 + kcol(i0 + e, q) * BM + off) : "memory");
