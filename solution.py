@@ -1906,9 +1906,13 @@ __device__ __forceinline__ int acc_col(int i, int q) { return 8 * (i >> 2) + 2 *
 // after a pass, warpgroup g keeps row rw + 8 g of its two; entry j of the kept row is accumulator entry
 // 4 (j >> 1) + 2 g + (j & 1), column kcol(j, q). The other row's entries go to the partner (tid ^ 128), which adds
 // them: a scratch pool in ACT's rows 64-127 (quarters' second halves past the RS partials' 4 KB), 3072 floats in
-// each quarter, warpgroup g's slots in quarters 2 g and 2 g + 1.
+// each quarter, warpgroup g's slots in quarters 2 g and 2 g + 1. Slot j of thread t (t < 128) of warpgroup g:
+// half_scr(g, j, t), a base per thread plus a constant for an unrolled j (as (j 128 + t) / 3072 and % 3072 it
+// cost a register per slot, hoisted out of the tile loop and spilled).
 __device__ __forceinline__ int kcol(int j, int q) { return 8 * (j >> 1) + 2 * q + (j & 1); }
-__device__ __forceinline__ int half_scr(int g, int n) { return (2 * g + n / 3072) * 64 * wg::BM + 5120 + n % 3072; }
+__device__ __forceinline__ int half_scr(int g, int j, int t) {
+  return (2 * g + j / 24) * 64 * wg::BM + 5120 + (j % 24) * 128 + t;   // 24 slots of 128 floats a quarter
+}
 template <int NACC>
 __device__ __forceinline__ void half_combine(const float (&sum)[NACC], float (&keep)[NACC / 2], float* act, int tid) {
   static_assert(NACC / 2 * 128 <= 2 * 3072, "a warpgroup's half of the sums fits its scratch");
@@ -1917,11 +1921,11 @@ __device__ __forceinline__ void half_combine(const float (&sum)[NACC], float (&k
   for (int j = 0; j < NACC / 2; ++j) {
     const float a = sum[4 * (j >> 1) + (j & 1)], b = sum[4 * (j >> 1) + 2 + (j & 1)];   // rows rw, rw + 8
     keep[j] = g ? b : a;
-    act[half_scr(g, j * 128 + t)] = g ? a : b;
+    act[half_scr(g, j, t)] = g ? a : b;
   }
   asm volatile("bar.sync 1, %0;" :: "n"(wg::CONSUMERS) : "memory");
 #pragma unroll
-  for (int j = 0; j < NACC / 2; ++j) keep[j] += act[half_scr(1 - g, j * 128 + t)];
+  for (int j = 0; j < NACC / 2; ++j) keep[j] += act[half_scr(1 - g, j, t)];
   asm volatile("bar.sync 1, %0;" :: "n"(wg::CONSUMERS) : "memory");   // the scratch free for the next pass
 }
 // Consumer warpgroup, one chunk c: wait until the producer filled its stage, 3 wgmma (hi / lo FP16
@@ -2824,9 +2828,9 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     // peers flag theirs by sending NaN as the recon sum (a NaN sum, from NaN inputs, takes it too).
     // HALF: each thread finishes one row (rw + 8 hg), whose FP16-range max it first takes over both warpgroups
     if constexpr (HALF) {
-      act[half_scr(hg, tid & 127)] = amax[1 - hg];
+      act[half_scr(hg, 0, tid & 127)] = amax[1 - hg];
       consumers_sync();
-      amax[0] = fmaxf(amax[hg], act[half_scr(1 - hg, tid & 127)]);
+      amax[0] = fmaxf(amax[hg], act[half_scr(1 - hg, 0, tid & 127)]);
       consumers_sync();
     }
     constexpr int NROW = HALF ? 1 : 2;              // rows a thread finishes: rbase + 8 h, h < NROW
