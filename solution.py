@@ -2458,7 +2458,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           mbar_wait_cluster(hfull, it & 1);
 #pragma unroll
           for (int j = 0; j < P::N1 / 4; j += 2) {
-            const float2 v = *reinterpret_cast<const float2*>(act + act_at(rw + 8 * hg, P::n1(rank, 0) + kcol(j, q)));
+            const float2 v = *reinterpret_cast<const float2*>(act + act_at(rw + 8 * hg, P::n1(rank, p) + kcol(j, q)));
             hk[j] += v.x;
             hk[j + 1] += v.y;
           }
