@@ -30,7 +30,10 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
 - vae_elbo_kernel_wg<C> (rows_per_tile 128, or 128 + C; B from 481 on the H200): persistent and cooperative,
   one block per SM, in clusters of C = 8, 6, 4, 3, 2 or 1 blocks (the largest whose clusters all run at
   once; in clusters of 8, two blocks share each quarter of layer 1's units, each half of its K; in clusters
-  of 6, ranks 4 and 5 each take the last 20 K-chunks of two quarters).
+  of 6, ranks 4 and 5 each take the last 20 K-chunks of two quarters). Where 64-row tiles all fit clusters
+  of 6 at once (B <= 1088 on the H200; rows_per_tile 70 forces them) the tiles have 64 rows and the two
+  consumer warpgroups take alternate K-chunks of every pass over the same rows (vae_elbo_kernel_wg<6, true>,
+  half_combine), which puts up to 17 tiles on 102 SMs where 128-row tiles had at most 64.
   The host launches every cluster that runs at once. Every block first splits weight rows, scaled
   by a power of two into FP16's range, into hi + lo FP16 parts in a workspace (1.7 MB, per call),
   grid sync, then each cluster takes 128-row tiles,
@@ -1778,7 +1781,7 @@ __device__ __forceinline__ void store_run4(float* __restrict__ eps, int r, int j
 // The cluster's first tile's noise at kernel entry (EARLY_NOISE): rank r of C the columns
 // [L / C r, L / C (r + 1)) of all BM rows into eps0, the cluster's. Layer 2 reads eps0 after the
 // cluster barrier that follows the weight split.
-template <int C, int TR = wg::BM>   // TR: the tile's rows (64 in VAE_WG_HALF's tiles)
+template <int C, int TR = wg::BM>   // TR: the tile's rows (64 in the HALF tiles)
 __device__ __forceinline__ void draw_first_tile(float* __restrict__ eps0, const NoiseDraw& draw, int row0, int B, int rank) {
   using namespace wg;
   if constexpr (L % (4 * C) != 0 || TR != BM) {   // C = 6: rank r draws runs [r RUNS / C, (r + 1) RUNS / C) of the tile's
@@ -1805,7 +1808,7 @@ __device__ __forceinline__ void draw_first_tile(float* __restrict__ eps0, const 
 }
 // Spare block hb of nhb: its share of every tile's noise (tile t's at eps + t L BM, rows < TR), two runs
 // in flight per thread.
-template <int TR = wg::BM>   // TR: the tile's rows (64 in VAE_WG_HALF's tiles)
+template <int TR = wg::BM>   // TR: the tile's rows (64 in the HALF tiles)
 __device__ __noinline__ void draw_all_tiles(float* __restrict__ eps, const NoiseDraw draw, int tiles, int B,
                                             int hb, int nhb) {   // (not inlined: its own registers)
   using namespace wg;
@@ -1902,7 +1905,7 @@ __device__ __forceinline__ unsigned clock32() { unsigned v; asm volatile("mov.u3
 // 64, column 8 (i >> 2) + 2 q + (i & 1).
 __device__ __forceinline__ int acc_row(int i) { return ((i >> 1) & 1) * 8; }
 __device__ __forceinline__ int acc_col(int i, int q) { return 8 * (i >> 2) + 2 * q + (i & 1); }
-// VAE_WG_HALF (64-row tiles, the two warpgroups on alternate chunks of every pass, each over the same 64 rows):
+// HALF (64-row tiles, the two warpgroups on alternate chunks of every pass, each over the same 64 rows):
 // after a pass, warpgroup g keeps row rw + 8 g of its two; entry j of the kept row is accumulator entry
 // 4 (j >> 1) + 2 g + (j & 1), column kcol(j, q). The other row's entries go to the partner (tid ^ 128), which adds
 // them: a scratch pool in ACT's rows 64-127 (quarters' second halves past the RS partials' 4 KB), 3072 floats in
@@ -2024,7 +2027,7 @@ __device__ __forceinline__ void ws_run(uint32_t stg_s, uint64_t* full, uint64_t*
                               [&](int st, int, int r) { return a_at(st, kc, r); }, sum, amax, wait_more);
 }
 
-// VAE_WG_HALF: the same pass with warpgroup g on its chunks kc = g, g + 2, .. (its `empty` arrivals only); for
+// 64-row tiles (HALF): the same pass with warpgroup g on its chunks kc = g, g + 2, .. (its `empty` arrivals only); for
 // the other warpgroup's chunks skip(st) (layer 1: the x barrier's phase bit flipped without a wait).
 template <int NACC, int CHAINS, int PASS, class AAt, class Wait, class Skip>
 __device__ __forceinline__ void ws_run_half(uint32_t stg_s, uint64_t* full, uint64_t* empty, int& c, int r0, int q, int lane,
@@ -2092,7 +2095,7 @@ __device__ __forceinline__ void rs_gather(const float (&own)[N], const float* ac
     }
   }
 }
-// VAE_WG_HALF: the same for one kept row (entries j: columns col0 + kcol(j, q)).
+// 64-row tiles (HALF): the same for one kept row (entries j: columns col0 + kcol(j, q)).
 template <int NK>
 __device__ __forceinline__ void store_relu_row(float* act, const float (&keep)[NK], const float* __restrict__ bias,
                                                const float* isc, int col0, int row, int q) {
@@ -2210,7 +2213,7 @@ __device__ __forceinline__ void wg_exact_row(const float* __restrict__ x, const 
 // peer from their own ACT, whose overwrite waits for every peer's receipt, `xdone`), the peers' recon
 // sums into rank 0's RED (`rfull`), and each tells its peers when the next tile's pushes may start
 // (`pfree`: its ACT reads of the last tile are done).
-template <int C, bool HALF = false>   // HALF: VAE_WG_HALF's 64-row tiles (C = 6 only; see half_combine)
+template <int C, bool HALF = false>   // HALF: 64-row tiles (C = 6 only; see half_combine)
 __global__ void __launch_bounds__(wg::THREADS, 1)
 vae_elbo_kernel_wg(const float* __restrict__ x,
                    const float* __restrict__ We, const float* __restrict__ be,
@@ -2975,12 +2978,13 @@ static Params check_inputs(const at::Tensor& x, const at::Tensor& We, const at::
               rows_per_tile == 32 || rows_per_tile == 64 || rows_per_tile == 128 || rows_per_tile == 129 ||
               rows_per_tile == 130 || rows_per_tile == 131 || rows_per_tile == 132 || rows_per_tile == 134 ||
               rows_per_tile == 136
-#ifdef VAE_WG_HALF
+#ifndef VAE_WG_NO_HALF
               || rows_per_tile == 70
 #endif
               ,
               "vae_forward: rows_per_tile must be 0 (auto), 8, 9 or 16 (cluster kernel), 32 or 64 (block-tile kernel), "
-              "128 (tensor-core kernel, clusters of 1 to 4, 6 or 8 blocks by B) or 128 + C (clusters of C = 1 to 4, 6 or 8)");
+              "128 (tensor-core kernel, clusters of 1 to 4, 6 or 8 blocks by B), 128 + C (clusters of C = 1 to 4, 6 or 8) "
+              "or 70 (tensor-core kernel, 64-row tiles in clusters of 6)");
   return {{We.data_ptr<float>(), be.data_ptr<float>(), Wmu.data_ptr<float>(), bmu.data_ptr<float>(),
            Wlv.data_ptr<float>(), blv.data_ptr<float>(), W1.data_ptr<float>(), b1.data_ptr<float>(),
            W2.data_ptr<float>(), b2.data_ptr<float>()}};
@@ -3134,8 +3138,8 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
       const bool c6 = !c8 && tiles <= wg_max_clusters<6>(dv);   // where those of 8 do not all fit (H200: 16, 17 tiles)
       const int64_t C = R > 128 ? R - 128 : c8 ? 8 : c6 ? 6 : tiles <= wg_max_clusters<4>(dv) ? 4
                       : tiles <= wg_max_clusters<3>(dv) ? 3 : tiles <= wg_max_clusters<2>(dv) ? 2 : 1;
-#ifdef VAE_WG_HALF   // dev: 64-row tiles in clusters of 6 where they all fit at once (the H200: B <= 1088), or
-      // by rows_per_tile 70
+#ifndef VAE_WG_NO_HALF   // 64-row tiles in clusters of 6 where they all fit at once (the H200: B <= 1088; the wg
+      // kernel runs from B = 481), or by rows_per_tile 70 (dev: VAE_WG_NO_HALF, 128-row tiles there as in v14)
       if (R == 70 || (R == 128 && (B + 63) / 64 <= wg_max_clusters<6>(dv))) {
         launch_wg<6, true>(xp, w, op, Bi, noise, x, stream, dv);
         break;
@@ -3274,7 +3278,7 @@ def _build():
         extra = os.environ.get("VAE_EXTRA_CUDA_FLAGS", "").split()   # dev variants, see tools/kernel_dev.py
         suffix = "_" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8] if extra else ""
         return load_inline(
-            name="vae_elbo_fused_v14" + suffix,
+            name="vae_elbo_fused_v15" + suffix,
             cpp_sources=CPP_DECL + CPP_BIND,
             cuda_sources=CUDA_SRC,
             functions=None,   # CPP_BIND's module

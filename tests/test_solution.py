@@ -220,9 +220,9 @@ def test_matches_reference(B, seed):
 
 # rows_per_tile: 8, 9, 16 = cluster kernel rows per cluster; 32, 64 = block-tile kernel rows per block;
 # 128 = tensor-core (wgmma) kernel, 128-row tiles over clusters of 1 to 4, 6 or 8 blocks by B; 128 + C: clusters of C
-# (70, 64-row tiles in clusters of 6, exists only in a build with the dev switch VAE_WG_HALF:
-# VAE_EXTRA_CUDA_FLAGS=-DVAE_WG_HALF)
-WG_FORCED = [129, 130, 131, 132, 134, 136] + ([70] if "VAE_WG_HALF" in os.environ.get("VAE_EXTRA_CUDA_FLAGS", "") else [])
+# or 70: 64-row tiles in clusters of 6 (not in a build with the dev switch VAE_WG_NO_HALF:
+# VAE_EXTRA_CUDA_FLAGS=-DVAE_WG_NO_HALF)
+WG_FORCED = [129, 130, 131, 132, 134, 136] + ([] if "VAE_WG_NO_HALF" in os.environ.get("VAE_EXTRA_CUDA_FLAGS", "") else [70])
 TILES = [8, 9, 16, 32, 64, 128] + WG_FORCED
 
 
@@ -342,7 +342,7 @@ def test_tensor_core_kernel_writes_nothing_of_size_b_by_784():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows_per_tile", [16, 64, 129, 132, 134, 136])
+@pytest.mark.parametrize("rows_per_tile", [16, 64, 70, 129, 132, 134, 136])
 @pytest.mark.parametrize("B", [7, 129])
 def test_saturated_logits_and_binary_x(B, rows_per_tile):
     ref, new = _models(seed=B)
