@@ -31,9 +31,10 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
   one block per SM, in clusters of C = 8, 6, 4, 3, 2 or 1 blocks (the largest whose clusters all run at
   once; in clusters of 8, two blocks share each quarter of layer 1's units, each half of its K; in clusters
   of 6, ranks 4 and 5 each take the last 20 K-chunks of two quarters). Where 64-row tiles all fit clusters
-  of 6 at once (B <= 1088 on the H200; rows_per_tile 70 forces them) the tiles have 64 rows and the two
-  consumer warpgroups take alternate K-chunks of every pass over the same rows (vae_elbo_kernel_wg<6, true>,
-  half_combine), which puts up to 17 tiles on 102 SMs where 128-row tiles had at most 64.
+  of 8, else of 6, at once (B <= 960, <= 1088 on the H200; rows_per_tile 72, 70 force them) the tiles have 64
+  rows and the two consumer warpgroups take alternate K-chunks of every pass over the same rows
+  (vae_elbo_kernel_wg<C, true>, half_combine), which puts up to 15 tiles on 120 SMs or 17 on 102 where
+  128-row tiles had at most 64.
   The host launches every cluster that runs at once. Every block first splits weight rows, scaled
   by a power of two into FP16's range, into hi + lo FP16 parts in a workspace (1.7 MB, per call),
   grid sync, then each cluster takes 128-row tiles,
@@ -2213,7 +2214,7 @@ __device__ __forceinline__ void wg_exact_row(const float* __restrict__ x, const 
 // peer from their own ACT, whose overwrite waits for every peer's receipt, `xdone`), the peers' recon
 // sums into rank 0's RED (`rfull`), and each tells its peers when the next tile's pushes may start
 // (`pfree`: its ACT reads of the last tile are done).
-template <int C, bool HALF = false>   // HALF: 64-row tiles (C = 6 only; see half_combine)
+template <int C, bool HALF = false>   // HALF: 64-row tiles (C = 6 or 8; see half_combine)
 __global__ void __launch_bounds__(wg::THREADS, 1)
 vae_elbo_kernel_wg(const float* __restrict__ x,
                    const float* __restrict__ We, const float* __restrict__ be,
@@ -2247,7 +2248,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
   uint64_t* zdone = zfull + 1;    // RS: every block that this rank sent its z slice to received it (one arrival each)
   uint64_t* iscful = zdone + 1;   // the scale table's bulk copy landed
   const int tid = threadIdx.x, lane = tid & 31, q = lane & 3;
-  static_assert(!HALF || C == 6, "64-row tiles: clusters of 6 only");
+  static_assert(!HALF || C == 6 || C == 8, "64-row tiles: clusters of 6 or 8 only");
   constexpr int TR = HALF ? 64 : BM, HDIV = HALF ? 2 : 1;   // the tile's rows; the exchanges' bytes shrink by HDIV
   const int tiles = (B + TR - 1) / TR;
   const int rank = C == 1 ? 0 : (int)cg::this_cluster().block_rank();
@@ -2452,10 +2453,9 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         mbar_wait(&xfull[st], (xph >> st) & 1);   // the producers' x copies into stage st landed
         xph ^= 1u << st;
       };
-      if constexpr (C == 6) {
       if constexpr (HALF) {   // 64-row tiles: each warpgroup on alternate chunks, then the two halves of K combined
         auto x_skip = [&](int st) { xph ^= 1u << st; };   // the other warpgroup's chunk: its x phase passes by
-        if (!P::runs_layer2(rank)) {   // K-helper: two quarters, one partial (64 rows) to each owner
+        if (!P::runs_layer2(rank)) {   // K-helper: NH quarters, one partial (64 rows) to each owner
           float hsum[P::NH * P::N1 / 2], hk[P::NH * P::N1 / 4];
           ws_run_half<P::NH * P::N1 / 2, VAE_WG_CHAINS1, KC1 - P::KC1_LO>(stg_s, full, empty, c, rw, q, lane, x_at, hsum,
                                                                           amax, x_wait, x_skip, hg);
@@ -2482,6 +2482,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
         }
         continue;
       }
+      if constexpr (C == 6) {
       if (!P::runs_layer2(rank)) {   // C = 6's K-helpers: two quarters, one partial to each owner
         float hsum[P::NH * P::N1 / 2];
         ws_run<P::NH * P::N1 / 2, VAE_WG_CHAINS1, KC1 - P::KC1_LO>(stg_s, full, empty, c, rw, q, lane, x_at, hsum, amax,
@@ -2998,11 +2999,14 @@ static Params check_inputs(const at::Tensor& x, const at::Tensor& We, const at::
               rows_per_tile == 136
 #ifndef VAE_WG_NO_HALF
               || rows_per_tile == 70
+#ifndef VAE_WG_NO_HALF8
+              || rows_per_tile == 72
+#endif
 #endif
               ,
               "vae_forward: rows_per_tile must be 0 (auto), 8, 9 or 16 (cluster kernel), 32 or 64 (block-tile kernel), "
               "128 (tensor-core kernel, clusters of 1 to 4, 6 or 8 blocks by B), 128 + C (clusters of C = 1 to 4, 6 or 8) "
-              "or 70 (tensor-core kernel, 64-row tiles in clusters of 6)");
+              "or 64 + C (tensor-core kernel, 64-row tiles in clusters of C = 6 or 8)");
   return {{We.data_ptr<float>(), be.data_ptr<float>(), Wmu.data_ptr<float>(), bmu.data_ptr<float>(),
            Wlv.data_ptr<float>(), blv.data_ptr<float>(), W1.data_ptr<float>(), b1.data_ptr<float>(),
            W2.data_ptr<float>(), b2.data_ptr<float>()}};
@@ -3156,9 +3160,17 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
       const bool c6 = !c8 && tiles <= wg_max_clusters<6>(dv);   // where those of 8 do not all fit (H200: 16, 17 tiles)
       const int64_t C = R > 128 ? R - 128 : c8 ? 8 : c6 ? 6 : tiles <= wg_max_clusters<4>(dv) ? 4
                       : tiles <= wg_max_clusters<3>(dv) ? 3 : tiles <= wg_max_clusters<2>(dv) ? 2 : 1;
-#ifndef VAE_WG_NO_HALF   // 64-row tiles in clusters of 6 where they all fit at once (the H200: B <= 1088; the wg
-      // kernel runs from B = 481), or by rows_per_tile 70 (dev: VAE_WG_NO_HALF, 128-row tiles there as in v14)
-      if (R == 70 || (R == 128 && (B + 63) / 64 <= wg_max_clusters<6>(dv))) {
+#ifndef VAE_WG_NO_HALF   // 64-row tiles in clusters of 8, else 6, where they all fit at once (the H200: B <= 960,
+      // <= 1088; the wg kernel runs from B = 481), or by rows_per_tile 72 and 70 (64 + C) (dev: VAE_WG_NO_HALF,
+      // 128-row tiles there as in v14; VAE_WG_NO_HALF8, clusters of 6 as in v15)
+      const int64_t tiles64 = (B + 63) / 64;
+#ifndef VAE_WG_NO_HALF8
+      if (R == 72 || (R == 128 && tiles64 <= wg_max_clusters<8>(dv))) {
+        launch_wg<8, true>(xp, w, op, Bi, noise, x, stream, dv);
+        break;
+      }
+#endif
+      if (R == 70 || (R == 128 && tiles64 <= wg_max_clusters<6>(dv))) {
         launch_wg<6, true>(xp, w, op, Bi, noise, x, stream, dv);
         break;
       }
