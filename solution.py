@@ -2299,9 +2299,6 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #ifdef VAE_PROFILE
   const long long t_drawn = clock64();
 #endif
-#ifdef VAE_WG_EARLY_CARRIVE   // dev: the cluster barrier's arrival here (the inits and eps0 before it), its wait after the grid sync
-  if constexpr (C > 1) cluster_arrive();
-#endif
 #ifndef VAE_WG_NO_WSPLIT   // dev: no split, the workspace as it was (wrong results)
   ws_split_weights(ws, We, Wmu, Wlv, W1, W2);
 #endif
@@ -2333,18 +2330,9 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     mbar_expect(iscful, WROWS_ALL * 4);
     bulk_copy(isc, ws + WS_SCALES, WROWS_ALL * 4, iscful);
   }
-#ifdef VAE_WG_EARLY_CARRIVE
-  if constexpr (C > 1) cluster_wait();
-#else
   if constexpr (C > 1) cg::this_cluster().sync();   // the peers' mbarriers initialized before any remote arrival
-#endif
   else __syncthreads();                             // (and eps0 written)
-#ifdef VAE_WG_LATE_ISC   // dev: only the consumers wait for the scale table, where they first read it
-#define ISC_READY() mbar_wait(iscful, 0)
-#else
   mbar_wait(iscful, 0);
-#define ISC_READY() do {} while (0)
-#endif
 
   if (tid >= CONSUMERS) {   // ---- producer warps
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -2477,7 +2465,6 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
             hk[j] += v.x;
             hk[j + 1] += v.y;
           }
-          ISC_READY();
           store_relu_row(act, hk, be, isc + SC1, P::n1(rank, p), rw + 8 * hg, q);
         }
         continue;
@@ -2524,12 +2511,8 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
           }
         }
       }
-      if (P::runs_layer2(rank)) {
-        ISC_READY();
-        store_relu(act, sum, be, isc + SC1, P::n1(rank, p), rw, q);
-      }
+      if (P::runs_layer2(rank)) store_relu(act, sum, be, isc + SC1, P::n1(rank, p), rw, q);
     }
-    ISC_READY();   // (layers 2-4's scales: every consumer has waited before the barrier)
     consumers_sync();
     PROF(1);
     CHPROF(1);
@@ -2921,7 +2904,6 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
     }
   }
 }
-#undef ISC_READY
 
 // ---------------------------------------------------------------------------
 // Host side
