@@ -3035,10 +3035,11 @@ static int max_clusters(c10::DeviceIndex dev) {
 // Which kernel runs for B rows when the caller asks for none (rows_per_tile = 0), from H200 runs (GPU
 // µs, CUDA-graph replay): the cluster kernel at R=8 while B fits one wave of clusters (B=1: 11.7), R=9
 // while that does (B=128: 15.0; R=8 needs two waves there: 21.9), then R=16 for at most R16_MAX_WAVES
-// waves (~16 µs a wave of 15 clusters: B=256 33, 512 49, 768 61), then the tensor-core kernel, its
-// 128-row tiles split over clusters of 8 while they fit one wave (~40 µs from B=512 to 1536, 1920 49),
-// then of 4 (2048: 58), 3, 2, then whole (4096: 67 in clusters of 3; 8192: 82 of 2; 16384: 148, 65536:
-// 577 whole). On the H200 (15 clusters of 8) the tensor-core kernel takes B >= 481. The block-tile
+// waves (~16 µs a wave of 15 clusters: B=256 33, 512 49, 768 61), then the tensor-core kernel: 64-row
+// tiles in clusters of 8, then 6, while they fit one wave (v16: ~30 µs at B = 481-960, ~34 at 961-1088), then
+// 128-row tiles split over clusters of 8 while they fit one wave (~39 µs from B=1089 to 1920), then of 6
+// (2048: 45), 4, 3, 2, then whole (4096: 67 in clusters of 3; 8192: 82 of 2; 16384: 148, 65536: 577
+// whole). On the H200 (15 clusters of 8) the tensor-core kernel takes B >= 481. The block-tile
 // kernel (BM=32: 180 up to B=4096) is only asked for by name now, as is BM=64.
 constexpr int64_t R16_MAX_WAVES = 2;
 
