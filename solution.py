@@ -2064,7 +2064,8 @@ __device__ __forceinline__ void store_relu(float* act, const float (&sum)[NACC],
                  "f"(fmaxf(__fmaf_rn(sum[i], sc.x, b.x), 0.f)), "f"(fmaxf(__fmaf_rn(sum[i + 1], sc.y, b.y), 0.f)) : "memory");
   }
 }
-// C = 6: a K-helper's staged layer-1 partial (its own ACT quarters col0 / 64 .., BYTES each) to each of its NH owners
+// C = 6 and the 64-row tiles: a K-helper's staged layer-1 partial (its own ACT quarters col0 / 64 .., BYTES each) to
+// each of its NH owners
 // (quarter col0 / 64 + h belongs to rank col0 / 64 + h), once the owners are done with the last tile (pfree).
 template <int NH, int BYTES>
 __device__ __forceinline__ void push_partials(float* act, int col0, uint64_t* pfree, uint64_t* hfull, int it, int tid) {
@@ -2387,7 +2388,7 @@ vae_elbo_kernel_wg(const float* __restrict__ x,
 #pragma unroll 1
       for (int p = 0; p < P::P1; ++p)
 #pragma unroll 1
-        for (int kc = k1a; kc < k1b; ++kc) chunk(WL1, P::n1(rank, p), C == 6 ? P::n1w(rank) : P::N1, kc, true);
+        for (int kc = k1a; kc < k1b; ++kc) chunk(WL1, P::n1(rank, p), P::n1w(rank), kc, true);
       if (P::runs_layer2(rank))
 #pragma unroll 1
         for (int kc = 0; kc < P::kc2_count(rank); ++kc) chunk(WL2, 0, N2, P::kc2_first(rank) + kc, false);
