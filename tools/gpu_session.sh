@@ -2,7 +2,7 @@
 # One device call: run the named stages in order, each under its own time limit, logs under $OUT,
 # a summary table last. Stages: make-test build all-tests timing-tests strict-tests solution-tests
 # adversarial-gpu make-check make-bench check bench copy sweep profile protocol kernel-dev wgmma-probe hgmma-peak wg-ladder coop-cluster wg-dev
-# ncu-wg (tools/ncu_wg.sh: Nsight Compute stall reasons and hot SASS of the tensor-core kernel), timeline
+# ncu-wg (tools/ncu_kernel.sh: Nsight Compute stall reasons and hot SASS of the tensor-core kernel), timeline
 # (tools/timeline.py at B = 1 and 128: every cluster-kernel block's phase ends on one clock).
 # `make-test` is what a newcomer runs (goal: <= 5 min on the H200). `all-tests` is its first half with
 # the build first and 8 processes: the whole suite in parallel (pytest.ini's addopts) except the
@@ -62,7 +62,7 @@ for spec in "$@"; do
                 x = torch.rand(300, 784, device='cuda'); m(x, 128); torch.cuda.synchronize(); print('wg kernel ran')"
               run_stage wg-dev "$limit" python3 tools/kernel_dev.py --variants prof,wg_base,wg_group4_2,wg_no_mma_load ;;
     ncu-wg)   run_stage build 200 python3 -c "import solution"
-              run_stage ncu-wg "$limit" bash tools/ncu_wg.sh ;;
+              run_stage ncu-wg "$limit" bash tools/ncu_kernel.sh ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

@@ -66,6 +66,18 @@ def main():
             ops = collections.Counter(opcode(data[i]["Source"]).split(".")[0] for i in seg)
             print(f"{s:6d}-{seg[-1]:6d} {share:5.1f}%  " + ", ".join(f"{k} {v}" for k, v in ops.most_common(8)))
 
+    reasons = [h for h in data[0] if "stall" in h.lower() and h != SAMPLES and "Not-issued" not in h]
+    if reasons:   # per-reason sample columns, where this ncu version exports them
+        print(f"\n== stall reasons: share of all samples, and the stretches where each is largest")
+        for h in sorted(reasons, key=lambda h: -sum(num(r[h]) for r in data)):
+            share = sum(num(r[h]) for r in data) / total * 100
+            if share >= 0.5:
+                by = [(sum(num(data[i][h]) for i in range(s, min(s + args.window, len(data)))), s)
+                      for s in range(0, len(data), args.window)]
+                top = ", ".join(f"{s}: {v / total * 100:.1f}%" for v, s in sorted(by, reverse=True)[:4] if v)
+                print(f"  {h[:60]:60s} {share:5.1f}%   {top}")
+    print(f"\n== columns: {', '.join(data[0].keys())}")
+
     print("\n== loads and stores by address space (instructions in the code, executions)")
     count, execs = collections.Counter(), collections.Counter()
     for r in data:
