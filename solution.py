@@ -21,8 +21,8 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
 - vae_elbo_kernel<R> (R = 8, 9, 16; B up to 1279): a cluster of 8 blocks owns R rows, each
   block 1/8 of every layer's output units; slices travel between the blocks' shared memory
   by st.async on mbarriers. R = 8 or 9 while the batch fits one wave of clusters, else 16.
-  Its last layer (h2 W2^T, the block's 98 pixels) runs in fp32 FMAs at R = 8, 9 and on the tensor
-  cores at R = 16 (mma.sync TF32, 3xTF32 split: the helpers between the `tf32 helpers` markers); the
+  Its last layer (h2 W2^T, the block's 98 pixels) runs in fp32 FMAs at R = 8, 9 (W2's operands loaded
+  from shared memory into registers while h2 is exchanged) and on the tensor cores at R = 16 (mma.sync TF32, 3xTF32 split: the helpers between the `tf32 helpers` markers); the
   other layers are FFMA, the decoder hidden layer split over the cluster like the encoder; the BCE
   from the logits on the SFU (bce_term_sp).
 - vae_elbo_kernel_tile<BM> (BM = 32, 64; by rows_per_tile only): one block owns BM rows end to end,
@@ -578,11 +578,32 @@ __device__ __forceinline__ void dec_logits_mma(float* smem, int kg, int nt0, int
 
 // Last layer of the cluster kernel at R <= 9, in plain fp32 FMAs (faster there than dec_logits_mma, whose
 // m16 tiles would be half empty). Warp w takes k in [32 w, +32), lane l pixels l + 32 j (j < 3) of all R
-// rows: per 4 k one 16-byte W2 load per slot and one h2 load per row (k rotated per lane, below); the 2 pixels left (96, 97) by lane parity, 2 k a lane, shuffle-summed over the 16 lanes
-// of each parity (a 4th slot of 32 lanes for 2 pixels measured 0.2-0.5 us slower). Warps 4-7 store their partial logits
-// to PART[w - 4], warps 0-3 add theirs (fixed order), so PART holds DEC_KG = 4 k-group sums as before.
+// rows, with its W2 operands in registers (W2Regs, loaded from shared memory while h2 is exchanged), so the k
+// loop reads only h2: per 4 k one h2 load per row and 12 FMAs a row. W2's slice is unpadded in smem (rows H
+// apart, 1 KB: same banks), so lane l's float4 i holds k = 4 ((i + l % 8) % 8): the 8 lanes of a quarter-warp
+// read 8 different 16-byte columns, conflict-free, both W2 into registers and h2 in the loop (h2 read from
+// smem in the loop, 0.2-0.5 us slower at B = 1 and 128). The 2 pixels left (96, 97) by lane parity, 2 k a
+// lane, shuffle-summed over the 16 lanes of each parity (a 4th slot of 32 lanes for 2 pixels measured 0.2-0.5
+// us slower). Warps 4-7 store their partial logits to PART[w - 4], warps 0-3 add theirs (fixed order), so
+// PART holds DEC_KG = 4 k-group sums as the tensor-core version's.
+struct W2Regs {
+  float4 w[D_SLICE / 32][H / WARPS / 4];   // [slot j][i]: pixel l + 32 j, k = 32 w + 4 ((i + l % 8) % 8) + [0, 4)
+  float2 x;                                // pixel 96 + l % 2, k = 32 w + 2 (l / 2) + {0, 1}
+};
 template <int R>
-__device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane) {
+__device__ __forceinline__ void load_w2_regs(const float* smem, int warp, int lane, W2Regs& w) {
+  constexpr int NS = D_SLICE / 32, KW = H / WARPS;
+  const float* w2 = smem + Smem<R>::W2 + warp * KW;
+  const int rot = 4 * (lane & 7);
+#pragma unroll
+  for (int j = 0; j < NS; ++j)
+#pragma unroll
+    for (int i = 0; i < KW / 4; ++i)
+      w.w[j][i] = *reinterpret_cast<const float4*>(w2 + (lane + 32 * j) * H + ((4 * i + rot) & (KW - 1)));
+  w.x = *reinterpret_cast<const float2*>(w2 + (32 * NS + (lane & 1)) * H + 2 * (lane >> 1));
+}
+template <int R>
+__device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane, const W2Regs& wr) {
   using S = Smem<R>;
   constexpr int NS = D_SLICE / 32, KW = H / WARPS, PX = D_SLICE - 32 * NS;
   static_assert(PX == 2 && KW == 32, "the pixels left: one per lane parity, 2 k a lane");
@@ -591,50 +612,36 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane)
   for (int j = 0; j < NS; ++j)
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[j][r] = 0.f;
-  const int k0 = warp * KW;
-  const float* w2 = smem + S::W2 + k0;
-  const float* h2 = smem + S::HID2 + k0;
-  // W2's slice is unpadded (rows H apart, 1 KB: same banks), so lane l starts its k loop at 4 (l % 8): the 8
-  // lanes of a quarter-warp read 8 different 16-byte columns, conflict-free (h2's reads follow, no longer
-  // broadcasts; 7 bulk copies instead of 98 one-row copies measured -0.5 us at B = 1 and 128)
-  constexpr int W2LD = H;
+  const float* h2 = smem + S::HID2 + warp * KW;
   const int rot = 4 * (lane & 7);
 #ifndef VAE_SKIP_DEC
-#pragma unroll 2
-  for (int k4 = 0; k4 < KW; k4 += 4) {
-    const int kk = (k4 + rot) & (KW - 1);
-    float4 w[NS];
 #pragma unroll
-    for (int j = 0; j < NS; ++j)
-      w[j] = *reinterpret_cast<const float4*>(w2 + min(lane + 32 * j, D_SLICE - 1) * W2LD + kk);
+  for (int i = 0; i < KW / 4; ++i) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float4 h = *reinterpret_cast<const float4*>(h2 + r * HS + kk);
+      const float4 h = *reinterpret_cast<const float4*>(h2 + r * HS + ((4 * i + rot) & (KW - 1)));
 #pragma unroll
       for (int j = 0; j < NS; ++j) {
         float a = acc[j][r];
-        a = fmaf(w[j].x, h.x, a);
-        a = fmaf(w[j].y, h.y, a);
-        a = fmaf(w[j].z, h.z, a);
-        a = fmaf(w[j].w, h.w, a);
+        a = fmaf(wr.w[j][i].x, h.x, a);
+        a = fmaf(wr.w[j][i].y, h.y, a);
+        a = fmaf(wr.w[j][i].z, h.z, a);
+        a = fmaf(wr.w[j][i].w, h.w, a);
         acc[j][r] = a;
       }
     }
   }
 #endif
-  float accx[R];   // pixel 32 NS + lane % 2, k = k0 + 2 (lane / 2) + {0, 1}; then summed over the 16 lanes
-  {
-    const float2 wx = *reinterpret_cast<const float2*>(w2 + (32 * NS + (lane & 1)) * W2LD + 2 * (lane >> 1));
+  float accx[R];   // pixel 32 NS + lane % 2 over this lane's 2 k; then summed over the 16 lanes of its parity
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const float2 h = *reinterpret_cast<const float2*>(h2 + r * HS + 2 * (lane >> 1));
-      accx[r] = fmaf(wx.y, h.y, wx.x * h.x);
-    }
-#pragma unroll
-    for (int o = 2; o < 32; o <<= 1)
-#pragma unroll
-      for (int r = 0; r < R; ++r) accx[r] += __shfl_xor_sync(0xffffffffu, accx[r], o);
+  for (int r = 0; r < R; ++r) {
+    const float2 h = *reinterpret_cast<const float2*>(h2 + r * HS + 2 * (lane >> 1));
+    accx[r] = fmaf(wr.x.y, h.y, wr.x.x * h.x);
   }
+#pragma unroll
+  for (int o = 2; o < 32; o <<= 1)
+#pragma unroll
+    for (int r = 0; r < R; ++r) accx[r] += __shfl_xor_sync(0xffffffffu, accx[r], o);
   float* part = smem + S::PART + (warp % DEC_KG) * R * PART_LD;
   if (warp >= DEC_KG) {
 #pragma unroll
@@ -725,7 +732,7 @@ __device__ __forceinline__ void mulv_rows(float* smem, const WarpRows<1, H>& w, 
 //   4  decoder output logits: R <= 9 in fp32 FMAs (dec_logits_ffma: warp w -> k in [32 w, +32)), R = 16
 //      on the tensor cores (3xTF32 mma.sync: warp w -> k-group w % 4 of tiles [7 (w / 4), +7));
 //      partial logits per k-group to smem (W2's rows were bulk-copied into smem after phase 1: unpadded at
-//      R <= 9, read with k rotated per lane; padded rows at R = 16)
+//      R <= 9, into registers with k rotated per lane while h2 arrives; padded rows at R = 16)
 //   5  logits summed, BCE per element from the logit (bce_term_sp); per-row sums of the slice pushed to rank 0;
 //      rank 0 sums in fixed order, writes the outputs.
 // ---------------------------------------------------------------------------
@@ -884,6 +891,11 @@ vae_elbo_kernel(const float* __restrict__ x,
   }
   __syncthreads();   // own h2 slice complete
   push_slice<R, HS>(smem + S::HID2, &bars[BAR_H2], rank, tid);
+  W2Regs w2r;   // R <= 9: the last layer's W2 operands, from smem into registers while h2 arrives
+  if constexpr (R <= 9) {
+    mbar_wait(&bars[BAR_W2], 0);
+    load_w2_regs<R>(smem, warp, lane, w2r);
+  }
   mbar_wait_cluster(&bars[BAR_H2], 0);
   PROF(5);
 
@@ -892,7 +904,7 @@ vae_elbo_kernel(const float* __restrict__ x,
   mbar_wait(&bars[BAR_W2], 0);
   PROF(6);
   if constexpr (R <= 9) {
-    dec_logits_ffma<R>(smem, warp, lane);
+    dec_logits_ffma<R>(smem, warp, lane, w2r);
   } else if (warp < DEC_KG) {
     dec_logits_mma<R, DEC_TPW>(smem, warp, 0, lane);
   } else {
