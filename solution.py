@@ -22,7 +22,8 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
   block 1/8 of every layer's output units; slices travel between the blocks' shared memory
   by st.async on mbarriers. R = 8 or 9 while the batch fits one wave of clusters, else 16.
   Its last layer (h2 W2^T, the block's 98 pixels) runs in fp32 FMAs at R = 8, 9 (W2's operands loaded
-  from shared memory into registers while h2 is exchanged) and on the tensor cores at R = 16 (mma.sync TF32, 3xTF32 split: the helpers between the `tf32 helpers` markers); the
+  from shared memory into registers while h2 is exchanged) and on the tensor cores at R = 16 (mma.sync
+  TF32, 3xTF32 split: the helpers between the `tf32 helpers` markers); the
   other layers are FFMA, the decoder hidden layer split over the cluster like the encoder; the BCE
   from the logits on the SFU (bce_term_sp).
 - vae_elbo_kernel_tile<BM> (BM = 32, 64; by rows_per_tile only): one block owns BM rows end to end,
@@ -581,8 +582,8 @@ __device__ __forceinline__ void dec_logits_mma(float* smem, int kg, int nt0, int
 // rows, with its W2 operands in registers (W2Regs, loaded from shared memory while h2 is exchanged), so the k
 // loop reads only h2: per 4 k one h2 load per row and 12 FMAs a row. W2's slice is unpadded in smem (rows H
 // apart, 1 KB: same banks), so lane l's float4 i holds k = 4 ((i + l % 8) % 8): the 8 lanes of a quarter-warp
-// read 8 different 16-byte columns, conflict-free, both W2 into registers and h2 in the loop (h2 read from
-// smem in the loop, 0.2-0.5 us slower at B = 1 and 128). The 2 pixels left (96, 97) by lane parity, 2 k a
+// read 8 different 16-byte columns, conflict-free, both W2 into registers and h2 in the loop (v16 read W2
+// from smem inside the loop: 0.2-0.5 us slower at B = 1 and 128). The 2 pixels left (96, 97) by lane parity, 2 k a
 // lane, shuffle-summed over the 16 lanes of each parity (a 4th slot of 32 lanes for 2 pixels measured 0.2-0.5
 // us slower). Warps 4-7 store their partial logits to PART[w - 4], warps 0-3 add theirs (fixed order), so
 // PART holds DEC_KG = 4 k-group sums as the tensor-core version's.
