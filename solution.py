@@ -702,6 +702,87 @@ __device__ __forceinline__ void push_slice(float* act, uint64_t* bar, int rank, 
   }
 }
 
+#ifdef VAE_CK_WE_PIPE
+// dev: the encoder's We loads spread over its passes (session 22's stall profile: the warps sat ~1 us in the
+// lg throttle issuing all 28 LDG.128 a thread before the x wait, and the encoder's FFMAs then waited on We):
+// passes 0 .. P-1 before the x wait, pass it + P at the top of pass it (P = VAE_CK_WE_PIPE), by weak (not .nc)
+// loads after a __syncwarp: ptxas hoisted .nc loads above the x wait and its barrier, but not these.
+__device__ __forceinline__ float4 ldg_in_order(const float* p) {
+  float4 v;
+  asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ float ldg_in_order1(const float* p) {
+  float v;
+  asm volatile("ld.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+  return v;
+}
+// pass `it` of load_rows (it == FULL: the tail columns)
+template <int U, int K>
+__device__ __forceinline__ void load_pass(const float* __restrict__ W, int unit0, int lane, WarpRows<U, K>& w, int it) {
+  using WR = WarpRows<U, K>;
+  if (it < WR::FULL) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) w.w[it][u] = ldg_in_order(W + (size_t)(unit0 + u) * K + 4 * (lane + 32 * it));
+  } else {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      w.t[u] = ldg_in_order1(W + (size_t)(unit0 + u) * K + 128 * WR::FULL + min(lane, WR::TAIL - 1));
+    if (lane >= WR::TAIL)
+#pragma unroll
+      for (int u = 0; u < U; ++u) w.t[u] = 0.f;
+  }
+}
+// enc_rows with pass it + P of the warp's We rows loaded at the top of pass it
+template <int R, int RN, int P>
+__device__ __forceinline__ void enc_rows_pipe(float* smem, WarpRows<ENC_U, D>& w, const float* __restrict__ We,
+                                              const float* __restrict__ be, int unit0, int r0, int lane) {
+  using S = Smem<R>;
+  using WR = WarpRows<ENC_U, D>;
+  constexpr int N = ENC_U * RN;
+  float acc[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i] = 0.f;
+  const float* act = smem + S::X + r0 * D;
+#pragma unroll
+  for (int it = 0; it < WR::FULL; ++it) {
+    if (it + P <= WR::FULL) {
+      __syncwarp();   // a memory barrier for the warp: ptxas keeps the weak loads below after pass it - 1
+      load_pass(We, unit0, lane, w, it + P);
+    }
+#pragma unroll
+    for (int r = 0; r < RN; ++r) {
+      const float4 a = reinterpret_cast<const float4*>(act + r * D)[lane + 32 * it];
+#pragma unroll
+      for (int u = 0; u < ENC_U; ++u) {
+        float s = acc[u * RN + r];
+        s = fmaf(w.w[it][u].x, a.x, s);
+        s = fmaf(w.w[it][u].y, a.y, s);
+        s = fmaf(w.w[it][u].z, a.z, s);
+        s = fmaf(w.w[it][u].w, a.w, s);
+        acc[u * RN + r] = s;
+      }
+    }
+  }
+  {
+    const int k = 128 * WR::FULL + min(lane, WR::TAIL - 1);
+#pragma unroll
+    for (int r = 0; r < RN; ++r) {
+      const float a = act[r * D + k];
+#pragma unroll
+      for (int u = 0; u < ENC_U; ++u) acc[u * RN + r] = fmaf(w.t[u], a, acc[u * RN + r]);
+    }
+  }
+  warp_reduce_scatter<N>(acc, lane);
+#pragma unroll
+  for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
+    const int e = scatter_entry<N>(lane, t), u = e / RN, r = r0 + e % RN;
+    if (scatter_writer<N>(lane)) smem[S::HID + r * H + unit0 + u] = fmaxf(acc[t] + __ldg(be + unit0 + u), 0.f);
+  }
+}
+#endif
+
 // mu | logvar, one warp: unit `warp` of this block's MULV_U x rows [r0, r0+RN), lanes split K=256.
 template <int R, int RN>
 __device__ __forceinline__ void mulv_rows(float* smem, const WarpRows<1, H>& w, float bias,
@@ -783,7 +864,10 @@ vae_elbo_kernel(const float* __restrict__ x,
   const int unit0 = rank * H_SLICE + warp * ENC_U;
   {
     WarpRows<ENC_U, D> w;
-#ifndef VAE_SKIP_ENC
+#ifdef VAE_CK_WE_PIPE
+#pragma unroll
+    for (int it = 0; it < VAE_CK_WE_PIPE; ++it) load_pass(We, unit0, lane, w, it);
+#elif !defined(VAE_SKIP_ENC)
     load_rows(We, unit0, lane, w);
 #endif
     mbar_wait(&bars[BAR_X], 0);
@@ -792,8 +876,14 @@ vae_elbo_kernel(const float* __restrict__ x,
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 1   // dev (wrong results): up to the x tile
     if (B > 0) return;
 #endif
+#ifdef VAE_CK_WE_PIPE
+    enc_rows_pipe<R, RC, VAE_CK_WE_PIPE>(smem, w, We, be, unit0, 0, lane);
+#pragma unroll 1
+    for (int q = 1; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
+#else
 #pragma unroll 1
     for (int q = 0; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
+#endif
     if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
   }
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 2   // dev (wrong results): up to the encoder (its h read back)
