@@ -1008,6 +1008,27 @@ vae_elbo_kernel(const float* __restrict__ x,
   // BCE term from the logit (into PART[0], same element); then per-row sums of this block's 98 terms
   // (warp w -> rows w, w+8, ...) pushed to rank 0
   // (only rows < B: the sums of rows past B are dropped at the output)
+#ifdef VAE_CK_BCE_ROWS
+  // dev: BCE terms and row sums in one pass, warp w -> rows w, w + 8, ..., lane -> pixels lane + 32 i (the same
+  // summation order as below, so the same bits), without the barrier and the terms' round trip through smem
+  PROF(12);
+#pragma unroll 1
+  for (int r = warp; r < R; r += WARPS) {
+    float s = 0.f;
+    if (r < rows)
+      for (int p = lane; p < D_SLICE; p += 32) {
+        const float* part = smem + S::PART + r * PART_LD + p;
+        const float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
+        s += bce_term_sp(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
+      }
+#pragma unroll
+    for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) {
+      if (rank == 0) smem[S::RECON + r] = s;
+      else st_async(cluster_addr(smem + S::RECON + rank * R + r, 0), s, cluster_addr(&bars[BAR_OUT], 0));
+    }
+  }
+#else
 #pragma unroll 2
   for (int e = tid; e < rows * D_SLICE; e += THREADS) {
     const int r = e / D_SLICE, p = e % D_SLICE;
@@ -1028,6 +1049,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       else st_async(cluster_addr(smem + S::RECON + rank * R + r, 0), s, cluster_addr(&bars[BAR_OUT], 0));
     }
   }
+#endif
   PROF(8);
 #ifdef VAE_TIMELINE
 #define VAE_TL_PRINT(n) do { if (tid == 0) printf("tl %d %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", \
