@@ -66,9 +66,9 @@ def main():
             ops = collections.Counter(opcode(data[i]["Source"]).split(".")[0] for i in seg)
             print(f"{s:6d}-{seg[-1]:6d} {share:5.1f}%  " + ", ".join(f"{k} {v}" for k, v in ops.most_common(8)))
 
-    reasons = [h for h in data[0] if "stall" in h.lower() and h != SAMPLES and "Not-issued" not in h]
+    reasons = [h for h in data[0] if h.startswith("stall_") and "Not Issued" not in h]
     if reasons:   # per-reason sample columns, where this ncu version exports them
-        print(f"\n== stall reasons: share of all samples, and the stretches where each is largest")
+        print("\n== stall reasons: share of all samples, and the stretches where each is largest")
         for h in sorted(reasons, key=lambda h: -sum(num(r[h]) for r in data)):
             share = sum(num(r[h]) for r in data) / total * 100
             if share >= 0.5:
