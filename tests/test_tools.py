@@ -123,3 +123,22 @@ def test_compiler_errors_keep_each_error_with_its_source_line_and_drop_header_wa
     assert "static assertion failed" in shown and "static_assert(BYTES" in shown and "1 error detected" in shown
     assert "warning" not in shown and "module.to" not in shown
     assert compile_check.compiler_errors("nvcc fatal: Unknown option '-Xfoo'") == "nvcc fatal: Unknown option '-Xfoo'"
+
+
+def _sass_rows(*rows):
+    """ncu's source-page rows as ncu_hotspots.read returns them: (SASS, samples, executions, long_sb samples)."""
+    return [{"Source": src, "Warp Stall Sampling (All Samples)": str(n), "Instructions Executed": str(ex),
+             "stall_long_sb": str(lsb)} for src, n, ex, lsb in rows]
+
+
+def test_ncu_phases_cut_at_each_wait_and_barrier_and_count_per_warp():
+    import ncu_hotspots
+    data = _sass_rows(("LDG.E.128 R4, desc[UR4][R2.64]", 5, 8, 4), ("FFMA R1, R2, R3, R1", 1, 8, 0),
+                      ("SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R21+URZ+0x2c108], R22", 7, 8, 7),
+                      ("@!P0  BRA 0x10", 1, 8, 0), ("BAR.SYNC.DEFER_BLOCKING 0x0", 2, 8, 0),
+                      ("FFMA R1, R2, R3, R1", 3, 16, 0), ("FFMA R1, R2, R3, R1", 1, 16, 0), ("EXIT", 0, 8, 0))
+    cuts = ncu_hotspots.phases(data)
+    # entry stretch, the wait loop, the stretch after the barrier; samples and warp instructions summed, the
+    # warp count from the instruction before each cut (8 warps, each running the last stretch's 2 FFMAs twice)
+    assert cuts == [(0, 1, 6.0, 16.0, 8.0), (2, 3, 8.0, 16.0, 8.0), (4, 7, 6.0, 48.0, 8.0)]
+    assert sum(c[2] for c in cuts) == sum(float(r["Warp Stall Sampling (All Samples)"]) for r in data)

@@ -6,8 +6,9 @@ On the GPU machine (tools/gpu_session.sh ncu-wg does all of it):
     ncu -i OUT/wg.ncu-rep --page source --csv --print-source sass > OUT/src.csv
     python3 tools/ncu_hotspots.py OUT/src.csv
 Prints the instructions with the most stall samples (with the instructions just before each, which
-usually say what is waited for), the samples per stretch of code with its commonest opcodes, and the
-loads and stores by address space (a generic LD.E that resolves to Shared is a pointer the compiler
+usually say what is waited for), the samples per stretch of code with its commonest opcodes, the stall
+reasons, the phases (the code cut at each mbarrier wait and barrier: each phase's share of the samples, its
+length in instructions for one warp and its top stall reasons), and the loads and stores by address space (a generic LD.E that resolves to Shared is a pointer the compiler
 lost track of).
 """
 import argparse
@@ -37,6 +38,26 @@ def num(v):
 
 def opcode(sass):
     return re.sub(r"^@!?U?P\w+\s+", "", sass.strip()).split(" ")[0]
+
+
+CUTS = ("SYNCS.PHASECHK", "BAR.SYNC", "UCGABAR_WAIT")   # where a phase starts: mbarrier waits, block and cluster barriers
+
+
+def phases(data):
+    """The SASS cut at every wait or barrier: a list of (first, last, samples, warp instructions, warps) per
+    stretch, each opening with its cut (the first with the kernel's entry); warps is how many warps executed the
+    instruction before it, so warp instructions / warps is the stretch's length for one warp."""
+    out, first = [], 0
+    for i, r in enumerate(data + [None]):
+        if r is not None and not opcode(r["Source"]).startswith(CUTS):
+            continue
+        if i > first:
+            seg = data[first:i]
+            out.append((first, i - 1, sum(num(x[SAMPLES]) for x in seg),
+                        sum(num(x.get("Instructions Executed")) for x in seg),
+                        num(data[max(first - 1, 0)].get("Instructions Executed"))))
+        first = i
+    return out
 
 
 def main():
@@ -76,6 +97,15 @@ def main():
                       for s in range(0, len(data), args.window)]
                 top = ", ".join(f"{s}: {v / total * 100:.1f}%" for v, s in sorted(by, reverse=True)[:4] if v)
                 print(f"  {h[:60]:60s} {share:5.1f}%   {top}")
+    print("\n== phases: the code cut at each wait or barrier (stretches with >= 0.5% of the samples; while every warp"
+          " lives, % ~ share of the time): first-last, %, warp instructions per warp, the cut it opens with, stall reasons")
+    for first, last, samples, execs, warps in phases(data):
+        if samples / total >= 0.005:
+            seg = data[first:last + 1]
+            top = sorted(((sum(num(r[h]) for r in seg), h) for h in reasons), reverse=True)[:4]
+            why = ", ".join(f"{h[6:]} {v / samples * 100:.0f}%" for v, h in top if v)
+            opens = data[first]["Source"].strip()[:54] if first else "(entry)"
+            print(f"  {first:5d}-{last:5d} {samples / total * 100:5.1f}%  {execs / max(warps, 1):7.0f}  {opens:54s}  {why}")
     print(f"\n== columns: {', '.join(data[0].keys())}")
 
     print("\n== loads and stores by address space (instructions in the code, executions)")
