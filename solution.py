@@ -850,10 +850,22 @@ vae_elbo_kernel(const float* __restrict__ x,
     for (int i = 0; i < 6; ++i) mbar_init(&bars[i]);
     mbar_expect(&bars[BAR_X], (uint32_t)(rows * D * sizeof(float)));
     mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // one bulk copy per row, below
+#ifdef VAE_CK_ROWS
+    if constexpr (R <= 9) {   // row owners: h slices of own rows in, h2 rows of the others in, recon partials in
+      const uint32_t own = (uint32_t)((R - rank + CLUSTER - 1) / CLUSTER);
+      mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * own * H_SLICE * sizeof(float)));
+      mbar_expect(&bars[BAR_Z], 0u);
+      mbar_expect(&bars[BAR_OUT], (uint32_t)((CLUSTER - 1) * own * sizeof(float)));
+      mbar_expect(&bars[BAR_H2], (uint32_t)((R - own) * H * sizeof(float)));
+    } else {
+#endif
     mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_Z], (uint32_t)((CLUSTER - 1) * R * L_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_OUT], rank == 0 ? (uint32_t)((CLUSTER - 1) * R * (1 + L_SLICE) * sizeof(float)) : 0u);
     mbar_expect(&bars[BAR_H2], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
+#ifdef VAE_CK_ROWS
+    }
+#endif
     mbar_fence_init();
     bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
   }
@@ -911,6 +923,115 @@ vae_elbo_kernel(const float* __restrict__ x,
       bulk_copy(smem + S::W2 + p * HS, W2 + ((size_t)rank * D_SLICE + p) * H, (uint32_t)(H * sizeof(float)),
                 &bars[BAR_W2]);
   }
+  W2Regs w2r;   // R <= 9: the last layer's W2 operands, from smem into registers while h2 arrives
+#ifdef VAE_CK_ROWS
+  if constexpr (R <= 9) {
+    // dev: phases 2-3 by row owners. Block b owns rows b, b + 8 (< R): it gets the 7 peers' h slices of its
+    // rows (an all-to-all of 1/7 of h's all-gather bytes), computes mu | logvar, z, the KL sum and the decoder
+    // hidden layer of those rows whole (Wmu, Wlv and W1 in registers, loaded coalesced after the encoder), and
+    // all-gathers its h2 rows; no z exchange. Recon partials go to each row's owner, which writes the outputs.
+    const int own = (R - rank + CLUSTER - 1) / CLUSTER;
+    PROF(2);
+    cluster_wait();
+    __syncthreads();   // own h slice complete
+#pragma unroll
+    for (int r = warp; r < R; r += WARPS)   // warp w -> rows w, w + 8: owner w (one destination a warp)
+      if (r % CLUSTER != rank && lane < H_SLICE / 4) {
+        float* p = smem + S::HID + r * H + rank * H_SLICE + 4 * lane;
+        st_async(cluster_addr(p, r % CLUSTER), *reinterpret_cast<const float4*>(p),
+                 cluster_addr(&bars[BAR_HID], r % CLUSTER));
+      }
+    // mu | logvar weights: warp w -> outputs 8 w + j (w < 4: mu units, else logvar units 8 (w - 4) + j),
+    // lane l -> k = 4 l + 128 p; decoder hidden: warp w -> units 32 w + l / 8 + 4 i, k = 4 (l % 8)
+    float4 wm[8][2], w1r[8];
+    {
+      const float* M = warp < 4 ? Wmu + (size_t)(8 * warp) * H : Wlv + (size_t)(8 * (warp - 4)) * H;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) wm[j][q] = __ldg(reinterpret_cast<const float4*>(M + (size_t)j * H) + lane + 32 * q);
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        w1r[i] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(32 * warp + lane / 8 + 4 * i) * L) + lane % 8);
+    }
+    const int unit3 = 32 * warp + lane / 8 + 4 * (lane % 8);   // the unit this lane's reduce-scatter ends with
+    const float bias3 = __ldg(b1 + unit3);
+    if (tid < D_SLICE) smem[S::B2 + tid] = __ldg(b2 + rank * D_SLICE + tid);
+    const int zi = tid / L, zj = tid % L, zr = rank + CLUSTER * zi;   // z, KL: thread -> (owned row zi, latent zj)
+    float eps = 0.f, bm = 0.f, bl = 0.f;
+    if (zi < own) {
+      eps = zr < rows ? noise_source(noise)((uint64_t)(row0 + zr) * L + zj) : 0.f;
+      bm = __ldg(bmu + zj);
+      bl = __ldg(blv + zj);
+    }
+    mbar_wait_cluster(&bars[BAR_HID], 0);
+    __syncthreads();   // own rows' h complete (own slice and the peers')
+    PROF(3);
+    float* mvr = smem + S::KL;             // [2][64] mu | logvar of the owned rows
+    float* klr = smem + S::KL + 2 * 2 * L; // [2] -0.5 x the KL sums
+    for (int i = 0; i < own; ++i) {
+      const float4* hr = reinterpret_cast<const float4*>(smem + S::HID + (rank + CLUSTER * i) * H);
+      float acc[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] = 0.f;
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const float4 a = hr[lane + 32 * q];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          float t = acc[j];
+          t = fmaf(wm[j][q].x, a.x, t); t = fmaf(wm[j][q].y, a.y, t);
+          t = fmaf(wm[j][q].z, a.z, t); t = fmaf(wm[j][q].w, a.w, t);
+          acc[j] = t;
+        }
+      }
+      warp_reduce_scatter<8>(acc, lane);
+      if (scatter_writer<8>(lane)) mvr[i * 2 * L + 8 * warp + scatter_entry<8>(lane, 0)] = acc[0];
+    }
+    __syncthreads();
+    if (zi < own) {
+      const float mu = mvr[zi * 2 * L + zj] + bm, lv = mvr[zi * 2 * L + L + zj] + bl;
+      smem[S::Z + zi * L + zj] = reparam_z(mu, lv, eps);
+      float k = kl_term(mu, lv);
+#pragma unroll
+      for (int o = 16; o >= 1; o >>= 1) k += __shfl_xor_sync(0xffffffffu, k, o);
+      if (zj == 0) klr[zi] = -0.5f * k;
+    }
+    __syncthreads();
+    for (int i = 0; i < own; ++i) {   // decoder hidden of owned row rank + 8 i, all 256 units
+      const float4 zc = *reinterpret_cast<const float4*>(smem + S::Z + i * L + 4 * (lane % 8));
+      float v[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q)
+        v[q] = fmaf(w1r[q].w, zc.w, fmaf(w1r[q].z, zc.z, fmaf(w1r[q].y, zc.y, w1r[q].x * zc.x)));
+#pragma unroll
+      for (int o = 4, n = 8; o >= 1; o >>= 1, n >>= 1) {   // reduce-scatter over the 8 lanes of a unit group
+        const bool upper = lane & o;
+#pragma unroll
+        for (int q = 0; q < n / 2; ++q) {
+          const float send = select(upper, v[q], v[q + n / 2]);
+          const float keep = select(upper, v[q + n / 2], v[q]);
+          v[q] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+        }
+      }
+      smem[S::HID2 + (rank + CLUSTER * i) * HS + unit3] = fmaxf(v[0] + bias3, 0.f);
+    }
+    __syncthreads();   // own h2 rows complete
+    {
+      const int per = own * (H / 4);
+      for (int e = tid; e < (CLUSTER - 1) * per; e += THREADS) {
+        const int dst = (rank + 1 + e / per) % CLUSTER, q = e % per;
+        float* p = smem + S::HID2 + (rank + CLUSTER * (q / (H / 4))) * HS + 4 * (q % (H / 4));
+        st_async(cluster_addr(p, dst), *reinterpret_cast<const float4*>(p), cluster_addr(&bars[BAR_H2], dst));
+      }
+    }
+    mbar_wait(&bars[BAR_W2], 0);
+    load_w2_regs<R>(smem, warp, lane, w2r);
+    mbar_wait_cluster(&bars[BAR_H2], 0);
+    PROF(4);
+    PROF(5);
+  } else {
+#endif
   // prefetch phase 2 weights: warp w -> unit j2 of mu (w < 4) or logvar
   const int j2 = rank * L_SLICE + warp % L_SLICE;
   const bool is_mu = warp < L_SLICE;
@@ -982,13 +1103,15 @@ vae_elbo_kernel(const float* __restrict__ x,
   }
   __syncthreads();   // own h2 slice complete
   push_slice<R, HS>(smem + S::HID2, &bars[BAR_H2], rank, tid);
-  W2Regs w2r;   // R <= 9: the last layer's W2 operands, from smem into registers while h2 arrives
   if constexpr (R <= 9) {
     mbar_wait(&bars[BAR_W2], 0);
     load_w2_regs<R>(smem, warp, lane, w2r);
   }
   mbar_wait_cluster(&bars[BAR_H2], 0);
   PROF(5);
+#ifdef VAE_CK_ROWS
+  }
+#endif
 
   // ---- phase 4: decoder output logits (dec_logits_ffma at R <= 9, else dec_logits_mma); partial logits
   // per k-group to PART
@@ -1024,8 +1147,14 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll
     for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     if (lane == 0) {
+#ifdef VAE_CK_ROWS
+      const int dst = R <= 9 ? r % CLUSTER : 0;   // the row's owner gathers its recon partials
+      if (rank == dst) smem[S::RECON + rank * R + r] = s;
+      else st_async(cluster_addr(smem + S::RECON + rank * R + r, dst), s, cluster_addr(&bars[BAR_OUT], dst));
+#else
       if (rank == 0) smem[S::RECON + r] = s;
       else st_async(cluster_addr(smem + S::RECON + rank * R + r, 0), s, cluster_addr(&bars[BAR_OUT], 0));
+#endif
     }
   }
 #else
@@ -1045,8 +1174,14 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll
     for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     if (lane == 0) {
+#ifdef VAE_CK_ROWS
+      const int dst = R <= 9 ? r % CLUSTER : 0;   // the row's owner gathers its recon partials
+      if (rank == dst) smem[S::RECON + rank * R + r] = s;
+      else st_async(cluster_addr(smem + S::RECON + rank * R + r, dst), s, cluster_addr(&bars[BAR_OUT], dst));
+#else
       if (rank == 0) smem[S::RECON + r] = s;
       else st_async(cluster_addr(smem + S::RECON + rank * R + r, 0), s, cluster_addr(&bars[BAR_OUT], 0));
+#endif
     }
   }
 #endif
@@ -1056,6 +1191,21 @@ vae_elbo_kernel(const float* __restrict__ x,
     (int)blockIdx.x, B, n, prof[0], prof[1], prof[2], prof[3], prof[4], prof[5], prof[6], prof[7], prof[8], \
     prof[9], prof[10], prof[11], prof[12]); } while (0)
   if (rank != 0) VAE_TL_PRINT(9);
+#endif
+#ifdef VAE_CK_ROWS
+  if constexpr (R <= 9) {   // every block owns rows: the peers' recon partials of them, then the outputs
+    mbar_wait_cluster(&bars[BAR_OUT], 0);
+    __syncthreads();
+    const int own = (R - rank + CLUSTER - 1) / CLUSTER;
+    if (tid < own && rank + CLUSTER * tid < rows) {
+      const int r = rank + CLUSTER * tid;
+      float recon = 0.f;
+#pragma unroll
+      for (int c = 0; c < CLUSTER; ++c) recon += smem[S::RECON + c * R + r];
+      store_row(out, B, row0 + r, recon, smem[S::KL + 2 * 2 * L + tid]);
+    }
+    return;
+  }
 #endif
   if (rank != 0) return;   // nothing writes into a block that is past its last wait
   mbar_wait_cluster(&bars[BAR_OUT], 0);
