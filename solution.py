@@ -1204,6 +1204,11 @@ vae_elbo_kernel(const float* __restrict__ x,
       for (int c = 0; c < CLUSTER; ++c) recon += smem[S::RECON + c * R + r];
       store_row(out, B, row0 + r, recon, smem[S::KL + 2 * 2 * L + tid]);
     }
+#ifdef VAE_TIMELINE
+    PROF(9);
+    PROF(10);
+    if (rank == 0) VAE_TL_PRINT(11);
+#endif
     return;
   }
 #endif
