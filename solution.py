@@ -956,7 +956,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     }
     const int unit3 = 32 * warp + lane / 8 + 4 * (lane % 8);   // the unit this lane's reduce-scatter ends with
     const float bias3 = __ldg(b1 + unit3);
-    if (tid < D_SLICE) smem[S::B2 + tid] = __ldg(b2 + rank * D_SLICE + tid);
+    const float b2v = tid < D_SLICE ? __ldg(b2 + rank * D_SLICE + tid) : 0.f;   // stored once it has landed
     const int zi = tid / L, zj = tid % L, zr = rank + CLUSTER * zi;   // z, KL: thread -> (owned row zi, latent zj)
     float eps = 0.f, bm = 0.f, bl = 0.f;
     if (zi < own) {
@@ -997,6 +997,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       for (int o = 16; o >= 1; o >>= 1) k += __shfl_xor_sync(0xffffffffu, k, o);
       if (zj == 0) klr[zi] = -0.5f * k;
     }
+    if (tid < D_SLICE) smem[S::B2 + tid] = b2v;   // for phase 5 (barriers follow)
     __syncthreads();
     for (int i = 0; i < own; ++i) {   // decoder hidden of owned row rank + 8 i, all 256 units
       const float4 zc = *reinterpret_cast<const float4*>(smem + S::Z + i * L + 4 * (lane % 8));
