@@ -339,12 +339,16 @@ __device__ __forceinline__ void load_rows(const float* __restrict__ W, int unit0
   for (int u = 0; u < U; ++u)
     w.t[u] = WR::TAIL > 0 && lane < WR::TAIL ? __ldg(W + (size_t)(unit0 + u) * K + 128 * WR::FULL + lane) : 0.f;
 }
-// acc[u*R + r] += sum over this lane's columns of w[.][u] . act[r][.]  (act: R x K in smem)
-template <int R, int U, int K>
-__device__ __forceinline__ void dot_rows(const WarpRows<U, K>& w, const float* act, int lane, float (&acc)[U * R]) {
+// acc[u*R + r] += sum over this lane's columns of w[.][u] . act[r][.]  (act: R x K in smem); pass(it) runs at the
+// top of pass it (a dev switch's loads; nothing by default)
+struct NoPass { __device__ __forceinline__ void operator()(int) const {} };
+template <int R, int U, int K, class Pass = NoPass>
+__device__ __forceinline__ void dot_rows(const WarpRows<U, K>& w, const float* act, int lane, float (&acc)[U * R],
+                                         Pass pass = {}) {
   using WR = WarpRows<U, K>;
 #pragma unroll
   for (int it = 0; it < WR::FULL; ++it) {
+    pass(it);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const float4 a = reinterpret_cast<const float4*>(act + r * K)[lane + 32 * it];
@@ -670,16 +674,16 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
 
 // Encoder, one warp: units [unit0, unit0+4) x rows [r0, r0+RN), lanes split K=784 with this warp's
 // We rows in registers; h = relu(. + be) -> own smem HID.
-template <int R, int RN>
+template <int R, int RN, class Pass = NoPass>
 __device__ __forceinline__ void enc_rows(float* smem, const WarpRows<ENC_U, D>& w,
-                                         const float* __restrict__ be, int unit0, int r0, int lane) {
+                                         const float* __restrict__ be, int unit0, int r0, int lane, Pass pass = {}) {
   using S = Smem<R>;
   constexpr int N = ENC_U * RN;
   float acc[N];
 #pragma unroll
   for (int i = 0; i < N; ++i) acc[i] = 0.f;
 #ifndef VAE_SKIP_ENC
-  dot_rows<RN, ENC_U, D>(w, smem + S::X + r0 * D, lane, acc);
+  dot_rows<RN, ENC_U, D>(w, smem + S::X + r0 * D, lane, acc, pass);
 #endif
   warp_reduce_scatter<N>(acc, lane);
 #pragma unroll
@@ -733,53 +737,6 @@ __device__ __forceinline__ void load_pass(const float* __restrict__ W, int unit0
     if (lane >= WR::TAIL)
 #pragma unroll
       for (int u = 0; u < U; ++u) w.t[u] = 0.f;
-  }
-}
-// enc_rows with pass it + P of the warp's We rows loaded at the top of pass it
-template <int R, int RN, int P>
-__device__ __forceinline__ void enc_rows_pipe(float* smem, WarpRows<ENC_U, D>& w, const float* __restrict__ We,
-                                              const float* __restrict__ be, int unit0, int r0, int lane) {
-  using S = Smem<R>;
-  using WR = WarpRows<ENC_U, D>;
-  constexpr int N = ENC_U * RN;
-  float acc[N];
-#pragma unroll
-  for (int i = 0; i < N; ++i) acc[i] = 0.f;
-  const float* act = smem + S::X + r0 * D;
-#pragma unroll
-  for (int it = 0; it < WR::FULL; ++it) {
-    if (it + P <= WR::FULL) {
-      __syncwarp();   // a memory barrier for the warp: ptxas keeps the weak loads below after pass it - 1
-      load_pass(We, unit0, lane, w, it + P);
-    }
-#pragma unroll
-    for (int r = 0; r < RN; ++r) {
-      const float4 a = reinterpret_cast<const float4*>(act + r * D)[lane + 32 * it];
-#pragma unroll
-      for (int u = 0; u < ENC_U; ++u) {
-        float s = acc[u * RN + r];
-        s = fmaf(w.w[it][u].x, a.x, s);
-        s = fmaf(w.w[it][u].y, a.y, s);
-        s = fmaf(w.w[it][u].z, a.z, s);
-        s = fmaf(w.w[it][u].w, a.w, s);
-        acc[u * RN + r] = s;
-      }
-    }
-  }
-  {
-    const int k = 128 * WR::FULL + min(lane, WR::TAIL - 1);
-#pragma unroll
-    for (int r = 0; r < RN; ++r) {
-      const float a = act[r * D + k];
-#pragma unroll
-      for (int u = 0; u < ENC_U; ++u) acc[u * RN + r] = fmaf(w.t[u], a, acc[u * RN + r]);
-    }
-  }
-  warp_reduce_scatter<N>(acc, lane);
-#pragma unroll
-  for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
-    const int e = scatter_entry<N>(lane, t), u = e / RN, r = r0 + e % RN;
-    if (scatter_writer<N>(lane)) smem[S::HID + r * H + unit0 + u] = fmaxf(acc[t] + __ldg(be + unit0 + u), 0.f);
   }
 }
 #endif
@@ -890,7 +847,12 @@ vae_elbo_kernel(const float* __restrict__ x,
     if (B > 0) return;
 #endif
 #ifdef VAE_CK_WE_PIPE
-    enc_rows_pipe<R, RC, VAE_CK_WE_PIPE>(smem, w, We, be, unit0, 0, lane);
+    enc_rows<R, RC>(smem, w, be, unit0, 0, lane, [&](int it) {
+      if (it + VAE_CK_WE_PIPE <= WarpRows<ENC_U, D>::FULL) {
+        __syncwarp();   // a memory barrier for the warp: ptxas keeps the weak loads below after pass it - 1
+        load_pass(We, unit0, lane, w, it + VAE_CK_WE_PIPE);
+      }
+    });
 #pragma unroll 1
     for (int q = 1; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
 #else
