@@ -1095,6 +1095,17 @@ vae_elbo_kernel(const float* __restrict__ x,
   // BCE term from the logit (into PART[0], same element); then per-row sums of this block's 98 terms
   // (warp w -> rows w, w+8, ...) pushed to rank 0
   // (only rows < B: the sums of rows past B are dropped at the output)
+  // this block's sum of row r's BCE terms over its 98 pixels -> the row's gatherer (rank 0; VAE_CK_ROWS: its owner)
+  auto push_row_sum = [&](int r, float s) {
+#ifdef VAE_CK_ROWS
+    const int dst = R <= 9 ? r % CLUSTER : 0;
+    if (rank == dst) smem[S::RECON + rank * R + r] = s;
+    else st_async(cluster_addr(smem + S::RECON + rank * R + r, dst), s, cluster_addr(&bars[BAR_OUT], dst));
+#else
+    if (rank == 0) smem[S::RECON + r] = s;
+    else st_async(cluster_addr(smem + S::RECON + rank * R + r, 0), s, cluster_addr(&bars[BAR_OUT], 0));
+#endif
+  };
 #ifdef VAE_CK_BCE_ROWS
   // dev: BCE terms and row sums in one pass, warp w -> rows w, w + 8, ..., lane -> pixels lane + 32 i (the same
   // summation order as below, so the same bits), without the barrier and the terms' round trip through smem
@@ -1110,16 +1121,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       }
 #pragma unroll
     for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) {
-#ifdef VAE_CK_ROWS
-      const int dst = R <= 9 ? r % CLUSTER : 0;   // the row's owner gathers its recon partials
-      if (rank == dst) smem[S::RECON + rank * R + r] = s;
-      else st_async(cluster_addr(smem + S::RECON + rank * R + r, dst), s, cluster_addr(&bars[BAR_OUT], dst));
-#else
-      if (rank == 0) smem[S::RECON + r] = s;
-      else st_async(cluster_addr(smem + S::RECON + rank * R + r, 0), s, cluster_addr(&bars[BAR_OUT], 0));
-#endif
-    }
+    if (lane == 0) push_row_sum(r, s);
   }
 #else
 #pragma unroll 2
@@ -1137,16 +1139,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     for (int p = lane; p < D_SLICE; p += 32) s += smem[S::PART + r * PART_LD + p];
 #pragma unroll
     for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) {
-#ifdef VAE_CK_ROWS
-      const int dst = R <= 9 ? r % CLUSTER : 0;   // the row's owner gathers its recon partials
-      if (rank == dst) smem[S::RECON + rank * R + r] = s;
-      else st_async(cluster_addr(smem + S::RECON + rank * R + r, dst), s, cluster_addr(&bars[BAR_OUT], dst));
-#else
-      if (rank == 0) smem[S::RECON + r] = s;
-      else st_async(cluster_addr(smem + S::RECON + rank * R + r, 0), s, cluster_addr(&bars[BAR_OUT], 0));
-#endif
-    }
+    if (lane == 0) push_row_sum(r, s);
   }
 #endif
   PROF(8);
