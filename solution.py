@@ -871,13 +871,19 @@ vae_elbo_kernel(const float* __restrict__ x,
   if (B > 0) return;
 #endif
   PROF(11);   // the encoder's arithmetic done (PROF(2) follows the copies' issue)
-  if constexpr (R <= 9) {  // the slice's 98 rows unpadded (dec_logits_ffma reads them rotated): 7 copies of 14 rows
-    // (98 one-row copies kept the issuing warps ~1 us before the h push)
-    constexpr int ROWS = 14;
-    static_assert(D_SLICE % ROWS == 0 && D_SLICE / ROWS <= 32, "one copy per lane of warp 0");
-    if (warp == 0 && lane < D_SLICE / ROWS)
-      bulk_copy(smem + S::W2 + lane * ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * ROWS) * H,
-                (uint32_t)(ROWS * H * sizeof(float)), &bars[BAR_W2]);
+  // R <= 9: the slice's 98 rows unpadded (dec_logits_ffma reads them rotated): 7 copies of 14 rows (98 one-row
+  // copies kept the issuing warps ~1 us before the h push)
+  constexpr int W2_ROWS = 14;
+  static_assert(D_SLICE % W2_ROWS == 0 && D_SLICE / W2_ROWS <= 32, "one copy per lane of warp 0");
+  auto issue_w2 = [&]() {
+    if (warp == 0 && lane < D_SLICE / W2_ROWS)
+      bulk_copy(smem + S::W2 + lane * W2_ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * W2_ROWS) * H,
+                (uint32_t)(W2_ROWS * H * sizeof(float)), &bars[BAR_W2]);
+  };
+  if constexpr (R <= 9) {
+#if !(defined(VAE_CK_ROWS) && defined(VAE_CK_ROWS_W2LATE))
+    issue_w2();
+#endif
   } else {  // R = 16 (mma fragments): W2 rows into padded smem rows (stride HS), one bulk copy each, 13 per warp: issued here, where
      // the warps wait for h anyway (at the start they delayed the x tile by ~4 K cycles); they land
      // long before phase 4. BAR_W2 was armed with their bytes at the start.
@@ -917,6 +923,9 @@ vae_elbo_kernel(const float* __restrict__ x,
       for (int i = 0; i < 8; ++i)
         w1r[i] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(32 * warp + lane / 8 + 4 * i) * L) + lane % 8);
     }
+#ifdef VAE_CK_ROWS_W2LATE
+    issue_w2();   // dev: W2's copies after the middle's weights, which are needed first
+#endif
     const int unit3 = 32 * warp + lane / 8 + 4 * (lane % 8);   // the unit this lane's reduce-scatter ends with
     const float bias3 = __ldg(b1 + unit3);
     const float b2v = tid < D_SLICE ? __ldg(b2 + rank * D_SLICE + tid) : 0.f;   // stored once it has landed
