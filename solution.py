@@ -60,7 +60,7 @@ reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an inp
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE_PROFILE_CHUNKS the wg
 kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
-phase: GPU time by prefix), VAE_CK_WE_PIPE=P, VAE_CK_BCE_ROWS, VAE_CK_ROWS (cluster-kernel candidates, not yet
+phase: GPU time by prefix), VAE_CK_WE_PIPE=P, VAE_CK_BCE_ROWS, VAE_CK_ROWS[_W2LATE] (cluster-kernel candidates, not yet
 measured: notes, session 22); for vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
