@@ -60,8 +60,7 @@ reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an inp
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE_PROFILE_CHUNKS the wg
 kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
-phase: GPU time by prefix), VAE_CK_WE_PIPE=P, VAE_CK_BCE_ROWS, VAE_CK_ROWS[_W2LATE] (cluster-kernel candidates, not yet
-measured: notes, session 22); for vae_elbo_kernel_wg VAE_WG_*
+phase: GPU time by prefix); for vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
 """
@@ -339,16 +338,12 @@ __device__ __forceinline__ void load_rows(const float* __restrict__ W, int unit0
   for (int u = 0; u < U; ++u)
     w.t[u] = WR::TAIL > 0 && lane < WR::TAIL ? __ldg(W + (size_t)(unit0 + u) * K + 128 * WR::FULL + lane) : 0.f;
 }
-// acc[u*R + r] += sum over this lane's columns of w[.][u] . act[r][.]  (act: R x K in smem); pass(it) runs at the
-// top of pass it (a dev switch's loads; nothing by default)
-struct NoPass { __device__ __forceinline__ void operator()(int) const {} };
-template <int R, int U, int K, class Pass = NoPass>
-__device__ __forceinline__ void dot_rows(const WarpRows<U, K>& w, const float* act, int lane, float (&acc)[U * R],
-                                         Pass pass = {}) {
+// acc[u*R + r] += sum over this lane's columns of w[.][u] . act[r][.]  (act: R x K in smem)
+template <int R, int U, int K>
+__device__ __forceinline__ void dot_rows(const WarpRows<U, K>& w, const float* act, int lane, float (&acc)[U * R]) {
   using WR = WarpRows<U, K>;
 #pragma unroll
   for (int it = 0; it < WR::FULL; ++it) {
-    pass(it);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const float4 a = reinterpret_cast<const float4*>(act + r * K)[lane + 32 * it];
@@ -674,16 +669,16 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
 
 // Encoder, one warp: units [unit0, unit0+4) x rows [r0, r0+RN), lanes split K=784 with this warp's
 // We rows in registers; h = relu(. + be) -> own smem HID.
-template <int R, int RN, class Pass = NoPass>
+template <int R, int RN>
 __device__ __forceinline__ void enc_rows(float* smem, const WarpRows<ENC_U, D>& w,
-                                         const float* __restrict__ be, int unit0, int r0, int lane, Pass pass = {}) {
+                                         const float* __restrict__ be, int unit0, int r0, int lane) {
   using S = Smem<R>;
   constexpr int N = ENC_U * RN;
   float acc[N];
 #pragma unroll
   for (int i = 0; i < N; ++i) acc[i] = 0.f;
 #ifndef VAE_SKIP_ENC
-  dot_rows<RN, ENC_U, D>(w, smem + S::X + r0 * D, lane, acc, pass);
+  dot_rows<RN, ENC_U, D>(w, smem + S::X + r0 * D, lane, acc);
 #endif
   warp_reduce_scatter<N>(acc, lane);
 #pragma unroll
@@ -706,40 +701,6 @@ __device__ __forceinline__ void push_slice(float* act, uint64_t* bar, int rank, 
     st_async(cluster_addr(p, dst), *reinterpret_cast<const float4*>(p), cluster_addr(bar, dst));
   }
 }
-
-#ifdef VAE_CK_WE_PIPE
-// dev: the encoder's We loads spread over its passes (session 22's stall profile: the warps sat ~1 us in the
-// lg throttle issuing all 28 LDG.128 a thread before the x wait, and the encoder's FFMAs then waited on We):
-// passes 0 .. P-1 before the x wait, pass it + P at the top of pass it (P = VAE_CK_WE_PIPE), by weak (not .nc)
-// loads after a __syncwarp: ptxas hoisted .nc loads above the x wait and its barrier, but not these.
-__device__ __forceinline__ float4 ldg_in_order(const float* p) {
-  float4 v;
-  asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ float ldg_in_order1(const float* p) {
-  float v;
-  asm volatile("ld.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
-  return v;
-}
-// pass `it` of load_rows (it == FULL: the tail columns)
-template <int U, int K>
-__device__ __forceinline__ void load_pass(const float* __restrict__ W, int unit0, int lane, WarpRows<U, K>& w, int it) {
-  using WR = WarpRows<U, K>;
-  if (it < WR::FULL) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) w.w[it][u] = ldg_in_order(W + (size_t)(unit0 + u) * K + 4 * (lane + 32 * it));
-  } else {
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-      w.t[u] = ldg_in_order1(W + (size_t)(unit0 + u) * K + 128 * WR::FULL + min(lane, WR::TAIL - 1));
-    if (lane >= WR::TAIL)
-#pragma unroll
-      for (int u = 0; u < U; ++u) w.t[u] = 0.f;
-  }
-}
-#endif
 
 // mu | logvar, one warp: unit `warp` of this block's MULV_U x rows [r0, r0+RN), lanes split K=256.
 template <int R, int RN>
@@ -808,22 +769,10 @@ vae_elbo_kernel(const float* __restrict__ x,
     for (int i = 0; i < 6; ++i) mbar_init(&bars[i]);
     mbar_expect(&bars[BAR_X], (uint32_t)(rows * D * sizeof(float)));
     mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // one bulk copy per row, below
-#ifdef VAE_CK_ROWS
-    if constexpr (R <= 9) {   // row owners: h slices of own rows in, h2 rows of the others in, recon partials in
-      const uint32_t own = (uint32_t)((R - rank + CLUSTER - 1) / CLUSTER);
-      mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * own * H_SLICE * sizeof(float)));
-      mbar_expect(&bars[BAR_Z], 0u);
-      mbar_expect(&bars[BAR_OUT], (uint32_t)((CLUSTER - 1) * own * sizeof(float)));
-      mbar_expect(&bars[BAR_H2], (uint32_t)((R - own) * H * sizeof(float)));
-    } else {
-#endif
     mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_Z], (uint32_t)((CLUSTER - 1) * R * L_SLICE * sizeof(float)));
     mbar_expect(&bars[BAR_OUT], rank == 0 ? (uint32_t)((CLUSTER - 1) * R * (1 + L_SLICE) * sizeof(float)) : 0u);
     mbar_expect(&bars[BAR_H2], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
-#ifdef VAE_CK_ROWS
-    }
-#endif
     mbar_fence_init();
     bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
   }
@@ -834,10 +783,7 @@ vae_elbo_kernel(const float* __restrict__ x,
   const int unit0 = rank * H_SLICE + warp * ENC_U;
   {
     WarpRows<ENC_U, D> w;
-#ifdef VAE_CK_WE_PIPE
-#pragma unroll
-    for (int it = 0; it < VAE_CK_WE_PIPE; ++it) load_pass(We, unit0, lane, w, it);
-#elif !defined(VAE_SKIP_ENC)
+#ifndef VAE_SKIP_ENC
     load_rows(We, unit0, lane, w);
 #endif
     mbar_wait(&bars[BAR_X], 0);
@@ -846,19 +792,8 @@ vae_elbo_kernel(const float* __restrict__ x,
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 1   // dev (wrong results): up to the x tile
     if (B > 0) return;
 #endif
-#ifdef VAE_CK_WE_PIPE
-    enc_rows<R, RC>(smem, w, be, unit0, 0, lane, [&](int it) {
-      if (it + VAE_CK_WE_PIPE <= WarpRows<ENC_U, D>::FULL) {
-        __syncwarp();   // a memory barrier for the warp: ptxas keeps the weak loads below after pass it - 1
-        load_pass(We, unit0, lane, w, it + VAE_CK_WE_PIPE);
-      }
-    });
-#pragma unroll 1
-    for (int q = 1; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
-#else
 #pragma unroll 1
     for (int q = 0; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
-#endif
     if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
   }
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 2   // dev (wrong results): up to the encoder (its h read back)
@@ -871,19 +806,13 @@ vae_elbo_kernel(const float* __restrict__ x,
   if (B > 0) return;
 #endif
   PROF(11);   // the encoder's arithmetic done (PROF(2) follows the copies' issue)
-  // R <= 9: the slice's 98 rows unpadded (dec_logits_ffma reads them rotated): 7 copies of 14 rows (98 one-row
-  // copies kept the issuing warps ~1 us before the h push)
-  constexpr int W2_ROWS = 14;
-  static_assert(D_SLICE % W2_ROWS == 0 && D_SLICE / W2_ROWS <= 32, "one copy per lane of warp 0");
-  auto issue_w2 = [&]() {
-    if (warp == 0 && lane < D_SLICE / W2_ROWS)
-      bulk_copy(smem + S::W2 + lane * W2_ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * W2_ROWS) * H,
-                (uint32_t)(W2_ROWS * H * sizeof(float)), &bars[BAR_W2]);
-  };
-  if constexpr (R <= 9) {
-#if !(defined(VAE_CK_ROWS) && defined(VAE_CK_ROWS_W2LATE))
-    issue_w2();
-#endif
+  if constexpr (R <= 9) {  // the slice's 98 rows unpadded (dec_logits_ffma reads them rotated): 7 copies of 14 rows
+    // (98 one-row copies kept the issuing warps ~1 us before the h push)
+    constexpr int ROWS = 14;
+    static_assert(D_SLICE % ROWS == 0 && D_SLICE / ROWS <= 32, "one copy per lane of warp 0");
+    if (warp == 0 && lane < D_SLICE / ROWS)
+      bulk_copy(smem + S::W2 + lane * ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * ROWS) * H,
+                (uint32_t)(ROWS * H * sizeof(float)), &bars[BAR_W2]);
   } else {  // R = 16 (mma fragments): W2 rows into padded smem rows (stride HS), one bulk copy each, 13 per warp: issued here, where
      // the warps wait for h anyway (at the start they delayed the x tile by ~4 K cycles); they land
      // long before phase 4. BAR_W2 was armed with their bytes at the start.
@@ -892,119 +821,6 @@ vae_elbo_kernel(const float* __restrict__ x,
       bulk_copy(smem + S::W2 + p * HS, W2 + ((size_t)rank * D_SLICE + p) * H, (uint32_t)(H * sizeof(float)),
                 &bars[BAR_W2]);
   }
-  W2Regs w2r;   // R <= 9: the last layer's W2 operands, from smem into registers while h2 arrives
-#ifdef VAE_CK_ROWS
-  if constexpr (R <= 9) {
-    // dev: phases 2-3 by row owners. Block b owns rows b, b + 8 (< R): it gets the 7 peers' h slices of its
-    // rows (an all-to-all of 1/7 of h's all-gather bytes), computes mu | logvar, z, the KL sum and the decoder
-    // hidden layer of those rows whole (Wmu, Wlv and W1 in registers, loaded coalesced after the encoder), and
-    // all-gathers its h2 rows; no z exchange. Recon partials go to each row's owner, which writes the outputs.
-    const int own = (R - rank + CLUSTER - 1) / CLUSTER;
-    PROF(2);
-    cluster_wait();
-    __syncthreads();   // own h slice complete
-#pragma unroll
-    for (int r = warp; r < R; r += WARPS)   // warp w -> rows w, w + 8: owner w (one destination a warp)
-      if (r % CLUSTER != rank && lane < H_SLICE / 4) {
-        float* p = smem + S::HID + r * H + rank * H_SLICE + 4 * lane;
-        st_async(cluster_addr(p, r % CLUSTER), *reinterpret_cast<const float4*>(p),
-                 cluster_addr(&bars[BAR_HID], r % CLUSTER));
-      }
-    // mu | logvar weights: warp w -> outputs 8 w + j (w < 4: mu units, else logvar units 8 (w - 4) + j),
-    // lane l -> k = 4 l + 128 p; decoder hidden: warp w -> units 32 w + l / 8 + 4 i, k = 4 (l % 8)
-    float4 wm[8][2], w1r[8];
-    {
-      const float* M = warp < 4 ? Wmu + (size_t)(8 * warp) * H : Wlv + (size_t)(8 * (warp - 4)) * H;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int q = 0; q < 2; ++q) wm[j][q] = __ldg(reinterpret_cast<const float4*>(M + (size_t)j * H) + lane + 32 * q);
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        w1r[i] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(32 * warp + lane / 8 + 4 * i) * L) + lane % 8);
-    }
-#ifdef VAE_CK_ROWS_W2LATE
-    issue_w2();   // dev: W2's copies after the middle's weights, which are needed first
-#endif
-    const int unit3 = 32 * warp + lane / 8 + 4 * (lane % 8);   // the unit this lane's reduce-scatter ends with
-    const float bias3 = __ldg(b1 + unit3);
-    const float b2v = tid < D_SLICE ? __ldg(b2 + rank * D_SLICE + tid) : 0.f;   // stored once it has landed
-    const int zi = tid / L, zj = tid % L, zr = rank + CLUSTER * zi;   // z, KL: thread -> (owned row zi, latent zj)
-    float eps = 0.f, bm = 0.f, bl = 0.f;
-    if (zi < own) {
-      eps = zr < rows ? noise_source(noise)((uint64_t)(row0 + zr) * L + zj) : 0.f;
-      bm = __ldg(bmu + zj);
-      bl = __ldg(blv + zj);
-    }
-    mbar_wait_cluster(&bars[BAR_HID], 0);
-    __syncthreads();   // own rows' h complete (own slice and the peers')
-    PROF(3);
-    float* mvr = smem + S::KL;             // [2][64] mu | logvar of the owned rows
-    float* klr = smem + S::KL + 2 * 2 * L; // [2] -0.5 x the KL sums
-    for (int i = 0; i < own; ++i) {
-      const float4* hr = reinterpret_cast<const float4*>(smem + S::HID + (rank + CLUSTER * i) * H);
-      float acc[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j] = 0.f;
-#pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        const float4 a = hr[lane + 32 * q];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          float t = acc[j];
-          t = fmaf(wm[j][q].x, a.x, t); t = fmaf(wm[j][q].y, a.y, t);
-          t = fmaf(wm[j][q].z, a.z, t); t = fmaf(wm[j][q].w, a.w, t);
-          acc[j] = t;
-        }
-      }
-      warp_reduce_scatter<8>(acc, lane);
-      if (scatter_writer<8>(lane)) mvr[i * 2 * L + 8 * warp + scatter_entry<8>(lane, 0)] = acc[0];
-    }
-    __syncthreads();
-    if (zi < own) {
-      const float mu = mvr[zi * 2 * L + zj] + bm, lv = mvr[zi * 2 * L + L + zj] + bl;
-      smem[S::Z + zi * L + zj] = reparam_z(mu, lv, eps);
-      float k = kl_term(mu, lv);
-#pragma unroll
-      for (int o = 16; o >= 1; o >>= 1) k += __shfl_xor_sync(0xffffffffu, k, o);
-      if (zj == 0) klr[zi] = -0.5f * k;
-    }
-    if (tid < D_SLICE) smem[S::B2 + tid] = b2v;   // for phase 5 (barriers follow)
-    __syncthreads();
-    for (int i = 0; i < own; ++i) {   // decoder hidden of owned row rank + 8 i, all 256 units
-      const float4 zc = *reinterpret_cast<const float4*>(smem + S::Z + i * L + 4 * (lane % 8));
-      float v[8];
-#pragma unroll
-      for (int q = 0; q < 8; ++q)
-        v[q] = fmaf(w1r[q].w, zc.w, fmaf(w1r[q].z, zc.z, fmaf(w1r[q].y, zc.y, w1r[q].x * zc.x)));
-#pragma unroll
-      for (int o = 4, n = 8; o >= 1; o >>= 1, n >>= 1) {   // reduce-scatter over the 8 lanes of a unit group
-        const bool upper = lane & o;
-#pragma unroll
-        for (int q = 0; q < n / 2; ++q) {
-          const float send = select(upper, v[q], v[q + n / 2]);
-          const float keep = select(upper, v[q + n / 2], v[q]);
-          v[q] = keep + __shfl_xor_sync(0xffffffffu, send, o);
-        }
-      }
-      smem[S::HID2 + (rank + CLUSTER * i) * HS + unit3] = fmaxf(v[0] + bias3, 0.f);
-    }
-    __syncthreads();   // own h2 rows complete
-    {
-      const int per = own * (H / 4);
-      for (int e = tid; e < (CLUSTER - 1) * per; e += THREADS) {
-        const int dst = (rank + 1 + e / per) % CLUSTER, q = e % per;
-        float* p = smem + S::HID2 + (rank + CLUSTER * (q / (H / 4))) * HS + 4 * (q % (H / 4));
-        st_async(cluster_addr(p, dst), *reinterpret_cast<const float4*>(p), cluster_addr(&bars[BAR_H2], dst));
-      }
-    }
-    mbar_wait(&bars[BAR_W2], 0);
-    load_w2_regs<R>(smem, warp, lane, w2r);
-    mbar_wait_cluster(&bars[BAR_H2], 0);
-    PROF(4);
-    PROF(5);
-  } else {
-#endif
   // prefetch phase 2 weights: warp w -> unit j2 of mu (w < 4) or logvar
   const int j2 = rank * L_SLICE + warp % L_SLICE;
   const bool is_mu = warp < L_SLICE;
@@ -1076,15 +892,13 @@ vae_elbo_kernel(const float* __restrict__ x,
   }
   __syncthreads();   // own h2 slice complete
   push_slice<R, HS>(smem + S::HID2, &bars[BAR_H2], rank, tid);
+  W2Regs w2r;   // R <= 9: the last layer's W2 operands, from smem into registers while h2 arrives
   if constexpr (R <= 9) {
     mbar_wait(&bars[BAR_W2], 0);
     load_w2_regs<R>(smem, warp, lane, w2r);
   }
   mbar_wait_cluster(&bars[BAR_H2], 0);
   PROF(5);
-#ifdef VAE_CK_ROWS
-  }
-#endif
 
   // ---- phase 4: decoder output logits (dec_logits_ffma at R <= 9, else dec_logits_mma); partial logits
   // per k-group to PART
@@ -1104,35 +918,6 @@ vae_elbo_kernel(const float* __restrict__ x,
   // BCE term from the logit (into PART[0], same element); then per-row sums of this block's 98 terms
   // (warp w -> rows w, w+8, ...) pushed to rank 0
   // (only rows < B: the sums of rows past B are dropped at the output)
-  // this block's sum of row r's BCE terms over its 98 pixels -> the row's gatherer (rank 0; VAE_CK_ROWS: its owner)
-  auto push_row_sum = [&](int r, float s) {
-#ifdef VAE_CK_ROWS
-    const int dst = R <= 9 ? r % CLUSTER : 0;
-    if (rank == dst) smem[S::RECON + rank * R + r] = s;
-    else st_async(cluster_addr(smem + S::RECON + rank * R + r, dst), s, cluster_addr(&bars[BAR_OUT], dst));
-#else
-    if (rank == 0) smem[S::RECON + r] = s;
-    else st_async(cluster_addr(smem + S::RECON + rank * R + r, 0), s, cluster_addr(&bars[BAR_OUT], 0));
-#endif
-  };
-#ifdef VAE_CK_BCE_ROWS
-  // dev: BCE terms and row sums in one pass, warp w -> rows w, w + 8, ..., lane -> pixels lane + 32 i (the same
-  // summation order as below, so the same bits), without the barrier and the terms' round trip through smem
-  PROF(12);
-#pragma unroll 1
-  for (int r = warp; r < R; r += WARPS) {
-    float s = 0.f;
-    if (r < rows)
-      for (int p = lane; p < D_SLICE; p += 32) {
-        const float* part = smem + S::PART + r * PART_LD + p;
-        const float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
-        s += bce_term_sp(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
-      }
-#pragma unroll
-    for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) push_row_sum(r, s);
-  }
-#else
 #pragma unroll 2
   for (int e = tid; e < rows * D_SLICE; e += THREADS) {
     const int r = e / D_SLICE, p = e % D_SLICE;
@@ -1148,35 +933,17 @@ vae_elbo_kernel(const float* __restrict__ x,
     for (int p = lane; p < D_SLICE; p += 32) s += smem[S::PART + r * PART_LD + p];
 #pragma unroll
     for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) push_row_sum(r, s);
+    if (lane == 0) {
+      if (rank == 0) smem[S::RECON + r] = s;
+      else st_async(cluster_addr(smem + S::RECON + rank * R + r, 0), s, cluster_addr(&bars[BAR_OUT], 0));
+    }
   }
-#endif
   PROF(8);
 #ifdef VAE_TIMELINE
 #define VAE_TL_PRINT(n) do { if (tid == 0) printf("tl %d %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", \
     (int)blockIdx.x, B, n, prof[0], prof[1], prof[2], prof[3], prof[4], prof[5], prof[6], prof[7], prof[8], \
     prof[9], prof[10], prof[11], prof[12]); } while (0)
   if (rank != 0) VAE_TL_PRINT(9);
-#endif
-#ifdef VAE_CK_ROWS
-  if constexpr (R <= 9) {   // every block owns rows: the peers' recon partials of them, then the outputs
-    mbar_wait_cluster(&bars[BAR_OUT], 0);
-    __syncthreads();
-    const int own = (R - rank + CLUSTER - 1) / CLUSTER;
-    if (tid < own && rank + CLUSTER * tid < rows) {
-      const int r = rank + CLUSTER * tid;
-      float recon = 0.f;
-#pragma unroll
-      for (int c = 0; c < CLUSTER; ++c) recon += smem[S::RECON + c * R + r];
-      store_row(out, B, row0 + r, recon, smem[S::KL + 2 * 2 * L + tid]);
-    }
-#ifdef VAE_TIMELINE
-    PROF(9);
-    PROF(10);
-    if (rank == 0) VAE_TL_PRINT(11);
-#endif
-    return;
-  }
 #endif
   if (rank != 0) return;   // nothing writes into a block that is past its last wait
   mbar_wait_cluster(&bars[BAR_OUT], 0);
