@@ -19,13 +19,16 @@ Build and check: importing this file compiles CUDA_SRC with load_inline (about a
 The kernels in CUDA_SRC, one launch per forward, picked on the host by B
 (`forward(x, rows_per_tile)` forces one):
 - vae_elbo_kernel<R> (R = 8, 9, 16; B up to 1279): a cluster of 8 blocks owns R rows, each
-  block 1/8 of every layer's output units; slices travel between the blocks' shared memory
-  by st.async on mbarriers. R = 8 or 9 while the batch fits one wave of clusters, else 16.
+  block 1/8 of the encoder's and the last layer's output units (the encoder's weight loads spread over
+  its passes); slices travel between the blocks' shared memory by st.async on mbarriers. R = 8 or 9
+  while the batch fits one wave of clusters, else 16. In between, at R = 8, 9 block b owns rows b and
+  b + 8: it gets their h slices (an all-to-all), runs mu | logvar, z and the decoder hidden layer of
+  those rows whole and all-gathers their h2 rows (no z exchange), and writes their outputs; at R = 16
+  every block runs 1/8 of those layers' units for all rows (h, z and h2 all-gathered, rank 0 writes).
   Its last layer (h2 W2^T, the block's 98 pixels) runs in fp32 FMAs at R = 8, 9 (W2's operands loaded
   from shared memory into registers while h2 is exchanged) and on the tensor cores at R = 16 (mma.sync
   TF32, 3xTF32 split: the helpers between the `tf32 helpers` markers); the
-  other layers are FFMA, the decoder hidden layer split over the cluster like the encoder; the BCE
-  from the logits on the SFU (bce_term_sp).
+  other layers are FFMA; the BCE from the logits on the SFU (bce_term_sp), summed per row in the same pass.
 - vae_elbo_kernel_tile<BM> (BM = 32, 64; by rows_per_tile only): one block owns BM rows end to end,
   the two big layers as register-tiled SGEMMs streamed through shared memory.
 - vae_elbo_kernel_wg<C> (rows_per_tile 128, or 128 + C; B from 481 on the H200): persistent and cooperative,
@@ -131,7 +134,8 @@ struct Smem {
   static constexpr int Z = HID + R * H;               // R x L   latent sample, every block's slice
   static constexpr int HID2 = Z + R * L;              // 16 x HS decoder hidden (computed whole here)
   static constexpr int MULV = HID2 + MMA_M * HS;      // R x MULV_U  this block's mu | logvar
-  static constexpr int KL = MULV + R * MULV_U;        // R x L   KL terms (rank 0 gathers)
+  static constexpr int KL = MULV + R * MULV_U;        // R x L   KL terms (rank 0 gathers; R = 16)
+  static constexpr int MVR = KL, KLR = KL + 4 * L;    // R <= 9, in KL: the owned rows' mu | logvar [2][2L], -KL/2 [2]
   static constexpr int PART = KL + R * L;             // DEC_KG x R x PART_LD  partial logits per k-group
   static constexpr int RECON = PART + DEC_KG * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
   static constexpr int B2 = RECON + CLUSTER * R;      // D_SLICE  this block's slice of b2
@@ -139,8 +143,12 @@ struct Smem {
   static constexpr size_t BYTES = BARS * sizeof(float) + 6 * sizeof(uint64_t);
   static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "float4 alignment");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
+  static_assert(R > 9 || KLR + 2 <= KL + R * L, "R <= 9: at most 2 owned rows' mu | logvar and KL sums fit in KL");
 };
 enum Bar { BAR_X, BAR_W2, BAR_HID, BAR_Z, BAR_OUT, BAR_H2 };   // mbarriers, each completes once per forward
+// R <= 9: block `rank` owns rows rank, rank + 8 (< R) in phases 2-3 and writes their outputs
+template <int R>
+__device__ __forceinline__ int owned_rows(int rank) { return (R - rank + CLUSTER - 1) / CLUSTER; }
 
 // ---------------------------------------------------------------------------
 // Helpers: bulk copy (TMA 1-D) with mbarrier completion, cluster barrier halves
@@ -338,12 +346,16 @@ __device__ __forceinline__ void load_rows(const float* __restrict__ W, int unit0
   for (int u = 0; u < U; ++u)
     w.t[u] = WR::TAIL > 0 && lane < WR::TAIL ? __ldg(W + (size_t)(unit0 + u) * K + 128 * WR::FULL + lane) : 0.f;
 }
-// acc[u*R + r] += sum over this lane's columns of w[.][u] . act[r][.]  (act: R x K in smem)
-template <int R, int U, int K>
-__device__ __forceinline__ void dot_rows(const WarpRows<U, K>& w, const float* act, int lane, float (&acc)[U * R]) {
+// acc[u*R + r] += sum over this lane's columns of w[.][u] . act[r][.]  (act: R x K in smem); pass(it) runs at the
+// top of pass it (the encoder's loads of a later pass; nothing by default)
+struct NoPass { __device__ __forceinline__ void operator()(int) const {} };
+template <int R, int U, int K, class Pass = NoPass>
+__device__ __forceinline__ void dot_rows(const WarpRows<U, K>& w, const float* act, int lane, float (&acc)[U * R],
+                                         Pass pass = {}) {
   using WR = WarpRows<U, K>;
 #pragma unroll
   for (int it = 0; it < WR::FULL; ++it) {
+    pass(it);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const float4 a = reinterpret_cast<const float4*>(act + r * K)[lane + 32 * it];
@@ -669,16 +681,16 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
 
 // Encoder, one warp: units [unit0, unit0+4) x rows [r0, r0+RN), lanes split K=784 with this warp's
 // We rows in registers; h = relu(. + be) -> own smem HID.
-template <int R, int RN>
+template <int R, int RN, class Pass = NoPass>
 __device__ __forceinline__ void enc_rows(float* smem, const WarpRows<ENC_U, D>& w,
-                                         const float* __restrict__ be, int unit0, int r0, int lane) {
+                                         const float* __restrict__ be, int unit0, int r0, int lane, Pass pass = {}) {
   using S = Smem<R>;
   constexpr int N = ENC_U * RN;
   float acc[N];
 #pragma unroll
   for (int i = 0; i < N; ++i) acc[i] = 0.f;
 #ifndef VAE_SKIP_ENC
-  dot_rows<RN, ENC_U, D>(w, smem + S::X + r0 * D, lane, acc);
+  dot_rows<RN, ENC_U, D>(w, smem + S::X + r0 * D, lane, acc, pass);
 #endif
   warp_reduce_scatter<N>(acc, lane);
 #pragma unroll
@@ -699,6 +711,39 @@ __device__ __forceinline__ void push_slice(float* act, uint64_t* bar, int rank, 
     const int dst = (rank + 1 + e / PER) % CLUSTER, q = e % PER;
     float* p = act + (q / (H_SLICE / 4)) * LD + rank * H_SLICE + 4 * (q % (H_SLICE / 4));
     st_async(cluster_addr(p, dst), *reinterpret_cast<const float4*>(p), cluster_addr(bar, dst));
+  }
+}
+
+// The encoder's We loads spread over its passes (v18; session 22's stall profile: the warps sat ~1 us in the
+// lg throttle issuing all 28 LDG.128 a thread before the x wait, and the encoder's FFMAs then waited on We):
+// passes 0 .. ENC_AHEAD-1 before the x wait, pass it + ENC_AHEAD at the top of pass it, by weak (not .nc)
+// loads after a __syncwarp: ptxas hoisted .nc loads above the x wait and its barrier, but not these.
+constexpr int ENC_AHEAD = 3;
+__device__ __forceinline__ float4 ldg_in_order(const float* p) {
+  float4 v;
+  asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ float ldg_in_order1(const float* p) {
+  float v;
+  asm volatile("ld.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+  return v;
+}
+// pass `it` of load_rows (it == FULL: the tail columns)
+template <int U, int K>
+__device__ __forceinline__ void load_pass(const float* __restrict__ W, int unit0, int lane, WarpRows<U, K>& w, int it) {
+  using WR = WarpRows<U, K>;
+  if (it < WR::FULL) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) w.w[it][u] = ldg_in_order(W + (size_t)(unit0 + u) * K + 4 * (lane + 32 * it));
+  } else {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      w.t[u] = ldg_in_order1(W + (size_t)(unit0 + u) * K + 128 * WR::FULL + min(lane, WR::TAIL - 1));
+    if (lane >= WR::TAIL)
+#pragma unroll
+      for (int u = 0; u < U; ++u) w.t[u] = 0.f;
   }
 }
 
@@ -769,10 +814,17 @@ vae_elbo_kernel(const float* __restrict__ x,
     for (int i = 0; i < 6; ++i) mbar_init(&bars[i]);
     mbar_expect(&bars[BAR_X], (uint32_t)(rows * D * sizeof(float)));
     mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // one bulk copy per row, below
-    mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
-    mbar_expect(&bars[BAR_Z], (uint32_t)((CLUSTER - 1) * R * L_SLICE * sizeof(float)));
-    mbar_expect(&bars[BAR_OUT], rank == 0 ? (uint32_t)((CLUSTER - 1) * R * (1 + L_SLICE) * sizeof(float)) : 0u);
-    mbar_expect(&bars[BAR_H2], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
+    if constexpr (R <= 9) {   // row owners: h slices of own rows in, h2 rows of the others in, recon partials in
+      const uint32_t own = (uint32_t)owned_rows<R>(rank);
+      mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * own * H_SLICE * sizeof(float)));
+      mbar_expect(&bars[BAR_OUT], (uint32_t)((CLUSTER - 1) * own * sizeof(float)));
+      mbar_expect(&bars[BAR_H2], (uint32_t)((R - own) * H * sizeof(float)));
+    } else {                  // unit slices: every peer's h, z and h2 slices in; rank 0 the recon and KL partials
+      mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
+      mbar_expect(&bars[BAR_Z], (uint32_t)((CLUSTER - 1) * R * L_SLICE * sizeof(float)));
+      mbar_expect(&bars[BAR_OUT], rank == 0 ? (uint32_t)((CLUSTER - 1) * R * (1 + L_SLICE) * sizeof(float)) : 0u);
+      mbar_expect(&bars[BAR_H2], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
+    }
     mbar_fence_init();
     bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
   }
@@ -784,7 +836,8 @@ vae_elbo_kernel(const float* __restrict__ x,
   {
     WarpRows<ENC_U, D> w;
 #ifndef VAE_SKIP_ENC
-    load_rows(We, unit0, lane, w);
+#pragma unroll
+    for (int it = 0; it < ENC_AHEAD; ++it) load_pass(We, unit0, lane, w, it);   // the rest inside the first chunk
 #endif
     mbar_wait(&bars[BAR_X], 0);
     __syncthreads();   // zero-filled rows visible
@@ -792,8 +845,14 @@ vae_elbo_kernel(const float* __restrict__ x,
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 1   // dev (wrong results): up to the x tile
     if (B > 0) return;
 #endif
+    enc_rows<R, RC>(smem, w, be, unit0, 0, lane, [&](int it) {
+      if (it + ENC_AHEAD <= WarpRows<ENC_U, D>::FULL) {
+        __syncwarp();   // a memory barrier for the warp: ptxas keeps the weak loads below after pass it - 1
+        load_pass(We, unit0, lane, w, it + ENC_AHEAD);
+      }
+    });
 #pragma unroll 1
-    for (int q = 0; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
+    for (int q = 1; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
     if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
   }
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 2   // dev (wrong results): up to the encoder (its h read back)
@@ -806,136 +865,243 @@ vae_elbo_kernel(const float* __restrict__ x,
   if (B > 0) return;
 #endif
   PROF(11);   // the encoder's arithmetic done (PROF(2) follows the copies' issue)
-  if constexpr (R <= 9) {  // the slice's 98 rows unpadded (dec_logits_ffma reads them rotated): 7 copies of 14 rows
-    // (98 one-row copies kept the issuing warps ~1 us before the h push)
-    constexpr int ROWS = 14;
-    static_assert(D_SLICE % ROWS == 0 && D_SLICE / ROWS <= 32, "one copy per lane of warp 0");
-    if (warp == 0 && lane < D_SLICE / ROWS)
-      bulk_copy(smem + S::W2 + lane * ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * ROWS) * H,
-                (uint32_t)(ROWS * H * sizeof(float)), &bars[BAR_W2]);
-  } else {  // R = 16 (mma fragments): W2 rows into padded smem rows (stride HS), one bulk copy each, 13 per warp: issued here, where
-     // the warps wait for h anyway (at the start they delayed the x tile by ~4 K cycles); they land
-     // long before phase 4. BAR_W2 was armed with their bytes at the start.
+  W2Regs w2r;   // R <= 9: the last layer's W2 operands, from smem into registers while h2 arrives
+  if constexpr (R <= 9) {
+    // ---- phases 2-3 by row owners (v18). Block b owns rows b, b + 8 (< R): it gets the 7 peers' h slices of
+    // its rows (an all-to-all of 1/7 of h's all-gather bytes), computes mu | logvar, z, the KL sum and the
+    // decoder hidden layer of those rows whole (Wmu, Wlv and W1 in registers, loaded coalesced after the
+    // encoder), and all-gathers its h2 rows; no z exchange. Recon partials go to each row's owner, which writes
+    // the outputs.
+    const int own = owned_rows<R>(rank);
+    PROF(2);
+    cluster_wait();
+    __syncthreads();   // own h slice complete
+#pragma unroll
+    for (int r = warp; r < R; r += WARPS)   // warp w -> rows w, w + 8: owner w (one destination a warp)
+      if (r % CLUSTER != rank && lane < H_SLICE / 4) {
+        float* p = smem + S::HID + r * H + rank * H_SLICE + 4 * lane;
+        st_async(cluster_addr(p, r % CLUSTER), *reinterpret_cast<const float4*>(p),
+                 cluster_addr(&bars[BAR_HID], r % CLUSTER));
+      }
+    // mu | logvar weights: warp w -> outputs 8 w + j (w < 4: mu units, else logvar units 8 (w - 4) + j),
+    // lane l -> k = 4 l + 128 p; decoder hidden: warp w -> units 32 w + l / 8 + 4 i, k = 4 (l % 8)
+    float4 wm[8][2], w1r[8];
+    {
+      const float* M = warp < 4 ? Wmu + (size_t)(8 * warp) * H : Wlv + (size_t)(8 * (warp - 4)) * H;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) wm[j][q] = __ldg(reinterpret_cast<const float4*>(M + (size_t)j * H) + lane + 32 * q);
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        w1r[i] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(32 * warp + lane / 8 + 4 * i) * L) + lane % 8);
+    }
+    // W2's slice, 98 rows unpadded (dec_logits_ffma reads them rotated), 7 copies of 14 rows (98 one-row copies
+    // kept the issuing warps ~1 us before the h push), issued after the loads above, which are needed first
+    constexpr int W2_ROWS = 14;
+    static_assert(D_SLICE % W2_ROWS == 0 && D_SLICE / W2_ROWS <= 32, "one copy per lane of warp 0");
+    if (warp == 0 && lane < D_SLICE / W2_ROWS)
+      bulk_copy(smem + S::W2 + lane * W2_ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * W2_ROWS) * H,
+                (uint32_t)(W2_ROWS * H * sizeof(float)), &bars[BAR_W2]);
+    const int unit3 = 32 * warp + lane / 8 + 4 * (lane % 8);   // the unit this lane's reduce-scatter ends with
+    const float bias3 = __ldg(b1 + unit3);
+    const float b2v = tid < D_SLICE ? __ldg(b2 + rank * D_SLICE + tid) : 0.f;   // stored once it has landed
+    const int zi = tid / L, zj = tid % L, zr = rank + CLUSTER * zi;   // z, KL: thread -> (owned row zi, latent zj)
+    float eps = 0.f, bm = 0.f, bl = 0.f;
+    if (zi < own) {
+      eps = zr < rows ? noise_source(noise)((uint64_t)(row0 + zr) * L + zj) : 0.f;
+      bm = __ldg(bmu + zj);
+      bl = __ldg(blv + zj);
+    }
+    mbar_wait_cluster(&bars[BAR_HID], 0);
+    __syncthreads();   // own rows' h complete (own slice and the peers')
+    PROF(3);
+#if defined(VAE_CK_STOP) && VAE_CK_STOP == 3   // dev (wrong results): up to the h exchange (+ copies, a barrier)
+    mbar_wait(&bars[BAR_W2], 0);
+    if (tid == 0) out[row0] = eps;
+    cluster.sync();
+    if (B > 0) return;
+#endif
+    float* mvr = smem + S::MVR;
+    float* klr = smem + S::KLR;
+    for (int i = 0; i < own; ++i) {
+      const float4* hr = reinterpret_cast<const float4*>(smem + S::HID + (rank + CLUSTER * i) * H);
+      float acc[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] = 0.f;
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const float4 a = hr[lane + 32 * q];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          float t = acc[j];
+          t = fmaf(wm[j][q].x, a.x, t); t = fmaf(wm[j][q].y, a.y, t);
+          t = fmaf(wm[j][q].z, a.z, t); t = fmaf(wm[j][q].w, a.w, t);
+          acc[j] = t;
+        }
+      }
+      warp_reduce_scatter<8>(acc, lane);
+      if (scatter_writer<8>(lane)) mvr[i * 2 * L + 8 * warp + scatter_entry<8>(lane, 0)] = acc[0];
+    }
+    __syncthreads();
+    if (zi < own) {
+      const float mu = mvr[zi * 2 * L + zj] + bm, lv = mvr[zi * 2 * L + L + zj] + bl;
+      smem[S::Z + zi * L + zj] = reparam_z(mu, lv, eps);
+      float k = kl_term(mu, lv);
+#pragma unroll
+      for (int o = 16; o >= 1; o >>= 1) k += __shfl_xor_sync(0xffffffffu, k, o);
+      if (zj == 0) klr[zi] = -0.5f * k;
+    }
+    if (tid < D_SLICE) smem[S::B2 + tid] = b2v;   // for phase 5 (barriers follow)
+    __syncthreads();
+    for (int i = 0; i < own; ++i) {   // decoder hidden of owned row rank + 8 i, all 256 units
+      const float4 zc = *reinterpret_cast<const float4*>(smem + S::Z + i * L + 4 * (lane % 8));
+      float v[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q)
+        v[q] = fmaf(w1r[q].w, zc.w, fmaf(w1r[q].z, zc.z, fmaf(w1r[q].y, zc.y, w1r[q].x * zc.x)));
+#pragma unroll
+      for (int o = 4, n = 8; o >= 1; o >>= 1, n >>= 1) {   // reduce-scatter over the 8 lanes of a unit group
+        const bool upper = lane & o;
+#pragma unroll
+        for (int q = 0; q < n / 2; ++q) {
+          const float send = select(upper, v[q], v[q + n / 2]);
+          const float keep = select(upper, v[q + n / 2], v[q]);
+          v[q] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+        }
+      }
+      smem[S::HID2 + (rank + CLUSTER * i) * HS + unit3] = fmaxf(v[0] + bias3, 0.f);
+    }
+    __syncthreads();   // own h2 rows complete
+    {
+      const int per = own * (H / 4);
+      for (int e = tid; e < (CLUSTER - 1) * per; e += THREADS) {
+        const int dst = (rank + 1 + e / per) % CLUSTER, q = e % per;
+        float* p = smem + S::HID2 + (rank + CLUSTER * (q / (H / 4))) * HS + 4 * (q % (H / 4));
+        st_async(cluster_addr(p, dst), *reinterpret_cast<const float4*>(p), cluster_addr(&bars[BAR_H2], dst));
+      }
+    }
+    mbar_wait(&bars[BAR_W2], 0);
+    load_w2_regs<R>(smem, warp, lane, w2r);
+    mbar_wait_cluster(&bars[BAR_H2], 0);
+    PROF(4);
+    PROF(5);
+  } else {
+    // ---- R = 16: phases 2-3 by unit slices, every block all rows. W2 rows into padded smem rows (stride HS, mma
+    // fragments), one bulk copy each, 13 per warp: issued here, where the warps wait for h anyway (at the start
+    // they delayed the x tile by ~4 K cycles); they land long before phase 4. BAR_W2 was armed with their bytes.
     const int p = warp * ((D_SLICE + WARPS - 1) / WARPS) + lane;
     if (lane < (D_SLICE + WARPS - 1) / WARPS && p < D_SLICE)
       bulk_copy(smem + S::W2 + p * HS, W2 + ((size_t)rank * D_SLICE + p) * H, (uint32_t)(H * sizeof(float)),
                 &bars[BAR_W2]);
-  }
-  // prefetch phase 2 weights: warp w -> unit j2 of mu (w < 4) or logvar
-  const int j2 = rank * L_SLICE + warp % L_SLICE;
-  const bool is_mu = warp < L_SLICE;
-  const float bias2 = __ldg((is_mu ? bmu : blv) + j2);
-  WarpRows<1, H> wml;
-  load_rows(is_mu ? Wmu : Wlv, j2, lane, wml);
-  PROF(2);
-  cluster_wait();    // every block of the cluster has started (cheap by now)
-  __syncthreads();   // own h slice complete
-  push_slice<R, H>(smem + S::HID, &bars[BAR_HID], rank, tid);
-  // thread t < 4R's noise, drawn while the peers' h slices arrive (in phase 2 it was on the path; at
-  // the start, while x and We load, it made the encoder ~1 µs later)
-  const float eps = tid < R * L_SLICE && tid / L_SLICE < rows
-      ? noise_source(noise)((uint64_t)(row0 + tid / L_SLICE) * L + rank * L_SLICE + tid % L_SLICE) : 0.f;
-  mbar_wait_cluster(&bars[BAR_HID], 0);
-  PROF(3);
+    // prefetch phase 2 weights: warp w -> unit j2 of mu (w < 4) or logvar
+    const int j2 = rank * L_SLICE + warp % L_SLICE;
+    const bool is_mu = warp < L_SLICE;
+    const float bias2 = __ldg((is_mu ? bmu : blv) + j2);
+    WarpRows<1, H> wml;
+    load_rows(is_mu ? Wmu : Wlv, j2, lane, wml);
+    PROF(2);
+    cluster_wait();    // every block of the cluster has started (cheap by now)
+    __syncthreads();   // own h slice complete
+    push_slice<R, H>(smem + S::HID, &bars[BAR_HID], rank, tid);
+    // thread t < 4R's noise, drawn while the peers' h slices arrive (in phase 2 it was on the path; at
+    // the start, while x and We load, it made the encoder ~1 µs later)
+    const float eps = tid < R * L_SLICE && tid / L_SLICE < rows
+        ? noise_source(noise)((uint64_t)(row0 + tid / L_SLICE) * L + rank * L_SLICE + tid % L_SLICE) : 0.f;
+    mbar_wait_cluster(&bars[BAR_HID], 0);
+    PROF(3);
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 3   // dev (wrong results): up to the h exchange (+ copies, a barrier)
-  mbar_wait(&bars[BAR_W2], 0);
-  if (tid == 0) out[row0] = eps;
-  cluster.sync();
-  if (B > 0) return;
+    mbar_wait(&bars[BAR_W2], 0);
+    if (tid == 0) out[row0] = eps;
+    cluster.sync();
+    if (B > 0) return;
 #endif
 
-  // ---- phase 2: mu, logvar, noise, z, KL terms
+    // ---- phase 2: mu, logvar, noise, z, KL terms
 #pragma unroll 1
-  for (int q = 0; q < Q; ++q) mulv_rows<R, RC>(smem, wml, bias2, q * RC, warp, lane);
-  if constexpr (REM > 0) mulv_rows<R, REM>(smem, wml, bias2, Q * RC, warp, lane);
-  __syncthreads();
-  if (tid < R * L_SLICE) {
-    const int r = tid / L_SLICE, jj = tid % L_SLICE, j = rank * L_SLICE + jj;
-    const float mu = smem[S::MULV + r * MULV_U + jj];
-    const float lv = smem[S::MULV + r * MULV_U + L_SLICE + jj];
-    const float z = reparam_z(mu, lv, eps);
-    const float klt = kl_term(mu, lv);
-    smem[S::Z + r * L + j] = z;
+    for (int q = 0; q < Q; ++q) mulv_rows<R, RC>(smem, wml, bias2, q * RC, warp, lane);
+    if constexpr (REM > 0) mulv_rows<R, REM>(smem, wml, bias2, Q * RC, warp, lane);
+    __syncthreads();
+    if (tid < R * L_SLICE) {
+      const int r = tid / L_SLICE, jj = tid % L_SLICE, j = rank * L_SLICE + jj;
+      const float mu = smem[S::MULV + r * MULV_U + jj];
+      const float lv = smem[S::MULV + r * MULV_U + L_SLICE + jj];
+      const float z = reparam_z(mu, lv, eps);
+      const float klt = kl_term(mu, lv);
+      smem[S::Z + r * L + j] = z;
 #pragma unroll
-    for (int c = 1; c < CLUSTER; ++c) {
-      const int dst = (rank + c) % CLUSTER;
-      st_async(cluster_addr(smem + S::Z + r * L + j, dst), z, cluster_addr(&bars[BAR_Z], dst));
+      for (int c = 1; c < CLUSTER; ++c) {
+        const int dst = (rank + c) % CLUSTER;
+        st_async(cluster_addr(smem + S::Z + r * L + j, dst), z, cluster_addr(&bars[BAR_Z], dst));
+      }
+      if (rank == 0) smem[S::KL + r * L + j] = klt;
+      else st_async(cluster_addr(smem + S::KL + r * L + j, 0), klt, cluster_addr(&bars[BAR_OUT], 0));
     }
-    if (rank == 0) smem[S::KL + r * L + j] = klt;
-    else st_async(cluster_addr(smem + S::KL + r * L + j, 0), klt, cluster_addr(&bars[BAR_OUT], 0));
-  }
-  // prefetch phase 3 weights: lane l owns decoder hidden unit 32 rank + l
-  const int unit3 = rank * H_SLICE + lane;
-  float4 w3[L / 4];
+    // prefetch phase 3 weights: lane l owns decoder hidden unit 32 rank + l
+    const int unit3 = rank * H_SLICE + lane;
+    float4 w3[L / 4];
 #pragma unroll
-  for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)unit3 * L) + k);
-  const float bias3 = __ldg(b1 + unit3);
-  if (tid < D_SLICE) smem[S::B2 + tid] = __ldg(b2 + rank * D_SLICE + tid);   // for phase 5, from smem
-  mbar_wait_cluster(&bars[BAR_Z], 0);
-  __syncthreads();   // own z slice visible
-  PROF(4);
+    for (int k = 0; k < L / 4; ++k) w3[k] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)unit3 * L) + k);
+    const float bias3 = __ldg(b1 + unit3);
+    if (tid < D_SLICE) smem[S::B2 + tid] = __ldg(b2 + rank * D_SLICE + tid);   // for phase 5, from smem
+    mbar_wait_cluster(&bars[BAR_Z], 0);
+    __syncthreads();   // own z slice visible
+    PROF(4);
 
-  // ---- phase 3: decoder hidden, h2 = relu(W1 z + b1): this block's 32 units (warp w: rows w, w + 8, lane:
-  // unit 32 rank + lane; z reads are warp broadcasts, 4 partial sums keep 4 FMA chains in flight), pushed to
-  // the other 7 blocks as h is (each block reads only its 32 rows of W1)
+    // ---- phase 3: decoder hidden, h2 = relu(W1 z + b1): this block's 32 units (warp w: rows w, w + 8, lane:
+    // unit 32 rank + lane; z reads are warp broadcasts, 4 partial sums keep 4 FMA chains in flight), pushed to
+    // the other 7 blocks as h is (each block reads only its 32 rows of W1)
 #pragma unroll
-  for (int r = warp; r < R; r += WARPS) {
-    const float4* zr = reinterpret_cast<const float4*>(smem + S::Z + r * L);
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int r = warp; r < R; r += WARPS) {
+      const float4* zr = reinterpret_cast<const float4*>(smem + S::Z + r * L);
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-    for (int k = 0; k < L / 4; ++k) {
-      const float4 a = zr[k];
-      acc.x = fmaf(w3[k].x, a.x, acc.x); acc.y = fmaf(w3[k].y, a.y, acc.y);
-      acc.z = fmaf(w3[k].z, a.z, acc.z); acc.w = fmaf(w3[k].w, a.w, acc.w);
+      for (int k = 0; k < L / 4; ++k) {
+        const float4 a = zr[k];
+        acc.x = fmaf(w3[k].x, a.x, acc.x); acc.y = fmaf(w3[k].y, a.y, acc.y);
+        acc.z = fmaf(w3[k].z, a.z, acc.z); acc.w = fmaf(w3[k].w, a.w, acc.w);
+      }
+      smem[S::HID2 + r * HS + unit3] = fmaxf((acc.x + acc.y) + (acc.z + acc.w) + bias3, 0.f);
     }
-    smem[S::HID2 + r * HS + unit3] = fmaxf((acc.x + acc.y) + (acc.z + acc.w) + bias3, 0.f);
+    __syncthreads();   // own h2 slice complete
+    push_slice<R, HS>(smem + S::HID2, &bars[BAR_H2], rank, tid);
+    mbar_wait_cluster(&bars[BAR_H2], 0);
+    PROF(5);
   }
-  __syncthreads();   // own h2 slice complete
-  push_slice<R, HS>(smem + S::HID2, &bars[BAR_H2], rank, tid);
-  W2Regs w2r;   // R <= 9: the last layer's W2 operands, from smem into registers while h2 arrives
-  if constexpr (R <= 9) {
-    mbar_wait(&bars[BAR_W2], 0);
-    load_w2_regs<R>(smem, warp, lane, w2r);
-  }
-  mbar_wait_cluster(&bars[BAR_H2], 0);
-  PROF(5);
 
-  // ---- phase 4: decoder output logits (dec_logits_ffma at R <= 9, else dec_logits_mma); partial logits
-  // per k-group to PART
-  mbar_wait(&bars[BAR_W2], 0);
-  PROF(6);
+  // ---- phase 4: decoder output logits (dec_logits_ffma at R <= 9, W2 already in registers; else
+  // dec_logits_mma); partial logits per k-group to PART
   if constexpr (R <= 9) {
+    PROF(6);
     dec_logits_ffma<R>(smem, warp, lane, w2r);
-  } else if (warp < DEC_KG) {
-    dec_logits_mma<R, DEC_TPW>(smem, warp, 0, lane);
   } else {
-    dec_logits_mma<R, DEC_NT - DEC_TPW>(smem, warp - DEC_KG, DEC_TPW, lane);
+    mbar_wait(&bars[BAR_W2], 0);
+    PROF(6);
+    if (warp < DEC_KG) dec_logits_mma<R, DEC_TPW>(smem, warp, 0, lane);
+    else dec_logits_mma<R, DEC_NT - DEC_TPW>(smem, warp - DEC_KG, DEC_TPW, lane);
   }
   __syncthreads();
   PROF(7);
 
-  // ---- phase 5: thread -> (row, pixel) elements: logit = k-groups summed in fixed order + b2,
-  // BCE term from the logit (into PART[0], same element); then per-row sums of this block's 98 terms
-  // (warp w -> rows w, w+8, ...) pushed to rank 0
-  // (only rows < B: the sums of rows past B are dropped at the output)
-#pragma unroll 2
-  for (int e = tid; e < rows * D_SLICE; e += THREADS) {
-    const int r = e / D_SLICE, p = e % D_SLICE;
-    float* part = smem + S::PART + r * PART_LD + p;
-    const float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
-    part[0] = bce_term_sp(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
-  }
-  __syncthreads();
-  PROF(12);   // the BCE terms done (PROF(8) follows the row sums' push)
+  // ---- phase 5: warp w -> rows w, w + 8, ... (< B: rows past B are dropped), lane -> pixels lane + 32 i: logit =
+  // the k-groups summed in fixed order + b2, its BCE term, the row's sum of this block's 98 terms -> the row's
+  // gatherer (R <= 9 its owner, else rank 0), in one pass (v18; before, the terms went through smem and a barrier)
+  PROF(12);
 #pragma unroll 1
   for (int r = warp; r < R; r += WARPS) {
     float s = 0.f;
-    for (int p = lane; p < D_SLICE; p += 32) s += smem[S::PART + r * PART_LD + p];
+    if (r < rows)
+      for (int p = lane; p < D_SLICE; p += 32) {
+        const float* part = smem + S::PART + r * PART_LD + p;
+        const float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
+        s += bce_term_sp(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
+      }
 #pragma unroll
     for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     if (lane == 0) {
-      if (rank == 0) smem[S::RECON + r] = s;
-      else st_async(cluster_addr(smem + S::RECON + rank * R + r, 0), s, cluster_addr(&bars[BAR_OUT], 0));
+      const int dst = R <= 9 ? r % CLUSTER : 0;
+      if (rank == dst) smem[S::RECON + rank * R + r] = s;
+      else st_async(cluster_addr(smem + S::RECON + rank * R + r, dst), s, cluster_addr(&bars[BAR_OUT], dst));
     }
   }
   PROF(8);
@@ -945,10 +1111,31 @@ vae_elbo_kernel(const float* __restrict__ x,
     prof[9], prof[10], prof[11], prof[12]); } while (0)
   if (rank != 0) VAE_TL_PRINT(9);
 #endif
-  if (rank != 0) return;   // nothing writes into a block that is past its last wait
-  mbar_wait_cluster(&bars[BAR_OUT], 0);
-  __syncthreads();   // rank 0's own partials visible
-  PROF(9);
+  if constexpr (R <= 9) {   // every block owns rows: the peers' recon partials of them, then their outputs
+    mbar_wait_cluster(&bars[BAR_OUT], 0);
+    __syncthreads();
+    PROF(9);
+    const int r = rank + CLUSTER * tid;
+    if (tid < owned_rows<R>(rank) && r < rows) {   // fixed summation order
+      float recon = 0.f;
+#pragma unroll
+      for (int c = 0; c < CLUSTER; ++c) recon += smem[S::RECON + c * R + r];
+      store_row(out, B, row0 + r, recon, smem[S::KLR + tid]);
+    }
+  } else {
+    if (rank != 0) return;   // nothing writes into a block that is past its last wait
+    mbar_wait_cluster(&bars[BAR_OUT], 0);
+    __syncthreads();   // rank 0's own partials visible
+    PROF(9);
+    if (tid < rows) {   // fixed summation order
+      float recon = 0.f, kls = 0.f;
+#pragma unroll
+      for (int c = 0; c < CLUSTER; ++c) recon += smem[S::RECON + c * R + tid];
+#pragma unroll
+      for (int j = 0; j < L; ++j) kls += smem[S::KL + tid * L + j];
+      store_row(out, B, row0 + tid, recon, -0.5f * kls);
+    }
+  }
 #ifdef VAE_PROFILE
   if (tid == 0 && (blockIdx.x == 0 || blockIdx.x == gridDim.x - CLUSTER))
     printf("prof B=%d R=%d block %d: x-wait %lld enc %lld push+h-wait %lld mulv+z-wait %lld dec1 %lld "
@@ -956,17 +1143,9 @@ vae_elbo_kernel(const float* __restrict__ x,
            B, R, (int)blockIdx.x, prof[1] - prof[0], prof[2] - prof[1], prof[3] - prof[2], prof[4] - prof[3],
            prof[5] - prof[4], prof[6] - prof[5], prof[7] - prof[6], prof[8] - prof[7], prof[9] - prof[8]);
 #endif
-  if (tid < rows) {   // fixed summation order
-    float recon = 0.f, kls = 0.f;
-#pragma unroll
-    for (int c = 0; c < CLUSTER; ++c) recon += smem[S::RECON + c * R + tid];
-#pragma unroll
-    for (int j = 0; j < L; ++j) kls += smem[S::KL + tid * L + j];
-    store_row(out, B, row0 + tid, recon, -0.5f * kls);
-  }
 #ifdef VAE_TIMELINE
   PROF(10);
-  VAE_TL_PRINT(11);
+  if (rank == 0) VAE_TL_PRINT(11);
 #endif
 }
 
