@@ -5,7 +5,10 @@ Builds solution.py with -DVAE_TIMELINE (each block's thread 0 prints its stamps 
 forwards per batch size, and prints for the median call each stamp's earliest / median / latest time over
 the blocks, in µs from the first block's entry. Stamps: entry, x tile landed, encoder done and W2 copies
 issued, h slices landed, z landed, decoder hidden done, W2 landed, last layer done, row sums pushed, on rank
-0 only: peers' sums landed, outputs stored; last, the encoder's arithmetic done (before the W2 copies).
+0 only: peers' sums landed, outputs stored; last, the encoder's arithmetic done (before the W2 copies) and
+the BCE pass's start. At R <= 9 (v18: phases 2-3 by row owners, W2's copies issued after the h push) "z
+landed" and "dec hidden" are one point (h2 landed), "BCE done" is the last layer's end, and every block
+stores its owned rows (the rank-0 columns show rank 0's).
 
 Run on the GPU machine from the repository root (about a minute with the build):
     python3 tools/timeline.py [--sizes 1,128] [--flags="-DVAE_CK_STOP=3"]
