@@ -333,18 +333,51 @@ struct WarpRows {
   float4 w[FULL][U];
   float t[U];   // column 128 FULL + lane (0 for lanes >= TAIL)
 };
-// w for rows [unit0, unit0 + U) of W (. x K)
-template <int U, int K>
-__device__ __forceinline__ void load_rows(const float* __restrict__ W, int unit0, int lane, WarpRows<U, K>& w) {
+// The encoder's We loads spread over its passes (v18; session 22's stall profile: the warps sat ~1 us in the
+// lg throttle issuing all 28 LDG.128 a thread before the x wait, and the encoder's FFMAs then waited on We):
+// passes 0 .. ENC_AHEAD-1 before the x wait, pass it + ENC_AHEAD at the top of pass it, by weak (not .nc)
+// loads after a __syncwarp: ptxas hoisted .nc loads above the x wait and its barrier, but not these.
+constexpr int ENC_AHEAD = 3;
+__device__ __forceinline__ float4 ldg_in_order(const float* p) {
+  float4 v;
+  asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ float ldg_in_order1(const float* p) {
+  float v;
+  asm volatile("ld.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+  return v;
+}
+// pass `it` of w for rows [unit0, unit0 + U) of W (. x K) (it == FULL: the tail columns); NC: read-only cache
+// loads (__ldg, which ptxas may hoist), else in order (ldg_in_order)
+template <bool NC, int U, int K>
+__device__ __forceinline__ void load_pass(const float* __restrict__ W, int unit0, int lane, WarpRows<U, K>& w, int it) {
   using WR = WarpRows<U, K>;
+  if (it < WR::FULL) {
 #pragma unroll
-  for (int it = 0; it < WR::FULL; ++it)
+    for (int u = 0; u < U; ++u) {
+      if constexpr (NC) w.w[it][u] = __ldg(reinterpret_cast<const float4*>(W + (size_t)(unit0 + u) * K) + lane + 32 * it);
+      else w.w[it][u] = ldg_in_order(W + (size_t)(unit0 + u) * K + 4 * (lane + 32 * it));
+    }
+  } else if constexpr (NC) {
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      w.w[it][u] = __ldg(reinterpret_cast<const float4*>(W + (size_t)(unit0 + u) * K) + lane + 32 * it);
+      w.t[u] = WR::TAIL > 0 && lane < WR::TAIL ? __ldg(W + (size_t)(unit0 + u) * K + 128 * WR::FULL + lane) : 0.f;
+  } else {
 #pragma unroll
-  for (int u = 0; u < U; ++u)
-    w.t[u] = WR::TAIL > 0 && lane < WR::TAIL ? __ldg(W + (size_t)(unit0 + u) * K + 128 * WR::FULL + lane) : 0.f;
+    for (int u = 0; u < U; ++u)
+      w.t[u] = ldg_in_order1(W + (size_t)(unit0 + u) * K + 128 * WR::FULL + min(lane, WR::TAIL - 1));
+    if (lane >= WR::TAIL)
+#pragma unroll
+      for (int u = 0; u < U; ++u) w.t[u] = 0.f;
+  }
+}
+// w for rows [unit0, unit0 + U) of W (. x K), every pass at once
+template <int U, int K>
+__device__ __forceinline__ void load_rows(const float* __restrict__ W, int unit0, int lane, WarpRows<U, K>& w) {
+#pragma unroll
+  for (int it = 0; it <= WarpRows<U, K>::FULL; ++it) load_pass<true>(W, unit0, lane, w, it);
 }
 // acc[u*R + r] += sum over this lane's columns of w[.][u] . act[r][.]  (act: R x K in smem); pass(it) runs at the
 // top of pass it (the encoder's loads of a later pass; nothing by default)
@@ -714,39 +747,6 @@ __device__ __forceinline__ void push_slice(float* act, uint64_t* bar, int rank, 
   }
 }
 
-// The encoder's We loads spread over its passes (v18; session 22's stall profile: the warps sat ~1 us in the
-// lg throttle issuing all 28 LDG.128 a thread before the x wait, and the encoder's FFMAs then waited on We):
-// passes 0 .. ENC_AHEAD-1 before the x wait, pass it + ENC_AHEAD at the top of pass it, by weak (not .nc)
-// loads after a __syncwarp: ptxas hoisted .nc loads above the x wait and its barrier, but not these.
-constexpr int ENC_AHEAD = 3;
-__device__ __forceinline__ float4 ldg_in_order(const float* p) {
-  float4 v;
-  asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ float ldg_in_order1(const float* p) {
-  float v;
-  asm volatile("ld.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
-  return v;
-}
-// pass `it` of load_rows (it == FULL: the tail columns)
-template <int U, int K>
-__device__ __forceinline__ void load_pass(const float* __restrict__ W, int unit0, int lane, WarpRows<U, K>& w, int it) {
-  using WR = WarpRows<U, K>;
-  if (it < WR::FULL) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) w.w[it][u] = ldg_in_order(W + (size_t)(unit0 + u) * K + 4 * (lane + 32 * it));
-  } else {
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-      w.t[u] = ldg_in_order1(W + (size_t)(unit0 + u) * K + 128 * WR::FULL + min(lane, WR::TAIL - 1));
-    if (lane >= WR::TAIL)
-#pragma unroll
-      for (int u = 0; u < U; ++u) w.t[u] = 0.f;
-  }
-}
-
 // mu | logvar, one warp: unit `warp` of this block's MULV_U x rows [r0, r0+RN), lanes split K=256.
 template <int R, int RN>
 __device__ __forceinline__ void mulv_rows(float* smem, const WarpRows<1, H>& w, float bias,
@@ -837,7 +837,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     WarpRows<ENC_U, D> w;
 #ifndef VAE_SKIP_ENC
 #pragma unroll
-    for (int it = 0; it < ENC_AHEAD; ++it) load_pass(We, unit0, lane, w, it);   // the rest inside the first chunk
+    for (int it = 0; it < ENC_AHEAD; ++it) load_pass<false>(We, unit0, lane, w, it);   // the rest inside the first chunk
 #endif
     mbar_wait(&bars[BAR_X], 0);
     __syncthreads();   // zero-filled rows visible
@@ -848,7 +848,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     enc_rows<R, RC>(smem, w, be, unit0, 0, lane, [&](int it) {
       if (it + ENC_AHEAD <= WarpRows<ENC_U, D>::FULL) {
         __syncwarp();   // a memory barrier for the warp: ptxas keeps the weak loads below after pass it - 1
-        load_pass(We, unit0, lane, w, it + ENC_AHEAD);
+        load_pass<false>(We, unit0, lane, w, it + ENC_AHEAD);
       }
     });
 #pragma unroll 1
