@@ -768,19 +768,24 @@ __device__ __forceinline__ void mulv_rows(float* smem, const WarpRows<1, H>& w, 
 // receiver's mbarrier, so a block waits only for the data it needs: no cluster barrier after the
 // one at the start (which makes every block's mbarriers valid before anyone writes to them).
 // Dot products run on chunks of 8 rows, then the R % 8 rows left.
-//   0  mbarriers; bulk copy of the x tile; We rows to registers
-//   1  encoder: warp w -> units 32 rank + 4w + [0,4), lanes split K=784; h slice -> own HID,
-//      then pushed to the other 7 blocks; W2's rows copied into smem; threads t < 4R draw their
-//      noise value while the peers' slices arrive
-//   2  mu/logvar: warp w -> one unit (w < 4: mu), lanes split K=256; threads t < 4R: z, KL term;
-//      z pushed to every block, KL terms to rank 0
+//   0  mbarriers; bulk copy of the x tile; We's first ENC_AHEAD passes to registers
+//   1  encoder: warp w -> units 32 rank + 4w + [0,4), lanes split K=784 (We's later passes loaded during the
+//      first chunk); h slice -> own HID
+//   R <= 9 (row owners: block b owns rows b, b + 8):
+//   2  h slices of each row to its owner (all-to-all); Wmu | Wlv and W1 to registers, then W2's rows copied
+//      into smem; the owned rows' mu | logvar (warp w -> 8 outputs, lanes split K), z, KL sum
+//   3  decoder hidden of the owned rows, all 256 units (W1 in registers), h2 rows pushed to the other 7 blocks
+//   R = 16 (unit slices):
+//   2  h slice pushed to the other 7 blocks; W2's rows copied into smem; threads t < 4R draw their noise
+//      while the peers' slices arrive; mu/logvar: warp w -> one unit (w < 4: mu), lanes split K=256;
+//      threads t < 4R: z, KL term; z pushed to every block, KL terms to rank 0
 //   3  decoder hidden, the block's 32 units for the R rows (lane -> unit), pushed to the other 7 blocks
 //   4  decoder output logits: R <= 9 in fp32 FMAs (dec_logits_ffma: warp w -> k in [32 w, +32)), R = 16
 //      on the tensor cores (3xTF32 mma.sync: warp w -> k-group w % 4 of tiles [7 (w / 4), +7));
-//      partial logits per k-group to smem (W2's rows were bulk-copied into smem after phase 1: unpadded at
-//      R <= 9, into registers with k rotated per lane while h2 arrives; padded rows at R = 16)
-//   5  logits summed, BCE per element from the logit (bce_term_sp); per-row sums of the slice pushed to rank 0;
-//      rank 0 sums in fixed order, writes the outputs.
+//      partial logits per k-group to smem (W2's rows unpadded in smem at R <= 9, into registers with k
+//      rotated per lane while h2 arrives; padded rows at R = 16)
+//   5  warp w -> rows w, w + 8: logits summed, BCE terms (bce_term_sp) and the row's sum in one pass, pushed to
+//      the row's gatherer (R <= 9 its owner, else rank 0), which sums in fixed order and writes the outputs.
 // ---------------------------------------------------------------------------
 template <int R>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
