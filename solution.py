@@ -22,8 +22,9 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
   block 1/8 of the encoder's and the last layer's output units (the encoder's weight loads spread over
   its passes); slices travel between the blocks' shared memory by st.async on mbarriers. R = 8 or 9
   while the batch fits one wave of clusters, else 16. In between, at R = 8, 9 block b owns rows b and
-  b + 8: it gets their h slices (an all-to-all), runs mu | logvar, z and the decoder hidden layer of
-  those rows whole and all-gathers their h2 rows (no z exchange), and writes their outputs; at R = 16
+  b + 8: it gets their mu | logvar partials over each block's h slice (an all-to-all) and sums them, runs z
+  and the decoder hidden layer of those rows whole and all-gathers their h2 rows (no z exchange), and
+  writes their outputs; at R = 16
   every block runs 1/8 of those layers' units for all rows (h, z and h2 all-gathered, rank 0 writes).
   Its last layer (h2 W2^T, the block's 98 pixels) runs in fp32 FMAs at R = 8, 9 (W2's operands loaded
   from shared memory into registers while h2 is exchanged) and on the tensor cores at R = 16 (mma.sync
@@ -135,7 +136,7 @@ struct Smem {
   static constexpr int HID2 = Z + R * L;              // 16 x HS decoder hidden (computed whole here)
   static constexpr int MULV = HID2 + MMA_M * HS;      // R x MULV_U  this block's mu | logvar
   static constexpr int KL = MULV + R * MULV_U;        // R x L   KL terms (rank 0 gathers; R = 16)
-  static constexpr int MVR = KL, KLR = KL + 4 * L;    // R <= 9, in KL: the owned rows' mu | logvar [2][2L], -KL/2 [2]
+  static constexpr int KLR = KL;                      // R <= 9, in KL: the owned rows' -KL/2 [2]
   static constexpr int PART = KL + R * L;             // DEC_KG x R x PART_LD  partial logits per k-group
   static constexpr int RECON = PART + DEC_KG * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
   static constexpr int B2 = RECON + CLUSTER * R;      // D_SLICE  this block's slice of b2
@@ -143,7 +144,7 @@ struct Smem {
   static constexpr size_t BYTES = BARS * sizeof(float) + 6 * sizeof(uint64_t);
   static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "float4 alignment");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
-  static_assert(R > 9 || KLR + 2 <= KL + R * L, "R <= 9: at most 2 owned rows' mu | logvar and KL sums fit in KL");
+  static_assert(R > 9 || KLR + 2 <= KL + R * L, "R <= 9: at most 2 owned rows' KL sums fit in KL");
 };
 enum Bar { BAR_X, BAR_W2, BAR_HID, BAR_Z, BAR_OUT, BAR_H2 };   // mbarriers, each completes once per forward
 // R <= 9: block `rank` owns rows rank, rank + 8 (< R) in phases 2-3 and writes their outputs
@@ -772,8 +773,9 @@ __device__ __forceinline__ void mulv_rows(float* smem, const WarpRows<1, H>& w, 
 //   1  encoder: warp w -> units 32 rank + 4w + [0,4), lanes split K=784 (We's later passes loaded during the
 //      first chunk); h slice -> own HID
 //   R <= 9 (row owners: block b owns rows b, b + 8):
-//   2  h slices of each row to its owner (all-to-all); Wmu | Wlv and W1 to registers, then W2's rows copied
-//      into smem; the owned rows' mu | logvar (warp w -> 8 outputs, lanes split K), z, KL sum
+//   2  mu | logvar partials of every row over the block's h slice (its 8 KB of Wmu | Wlv and W1 in registers,
+//      then W2's rows copied into smem), each row's to its owner (all-to-all); the owned rows' mu | logvar
+//      (the 8 partials summed in rank order), z, KL sum
 //   3  decoder hidden of the owned rows, all 256 units (W1 in registers), h2 rows pushed to the other 7 blocks
 //   R = 16 (unit slices):
 //   2  h slice pushed to the other 7 blocks; W2's rows copied into smem; threads t < 4R draw their noise
@@ -819,9 +821,9 @@ vae_elbo_kernel(const float* __restrict__ x,
     for (int i = 0; i < 6; ++i) mbar_init(&bars[i]);
     mbar_expect(&bars[BAR_X], (uint32_t)(rows * D * sizeof(float)));
     mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // one bulk copy per row, below
-    if constexpr (R <= 9) {   // row owners: h slices of own rows in, h2 rows of the others in, recon partials in
+    if constexpr (R <= 9) {   // row owners: mu | logvar partials of own rows in, h2 rows of the others in, recon partials in
       const uint32_t own = (uint32_t)owned_rows<R>(rank);
-      mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * own * H_SLICE * sizeof(float)));
+      mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * own * 2 * L * sizeof(float)));   // mu | logvar partials
       mbar_expect(&bars[BAR_OUT], (uint32_t)((CLUSTER - 1) * own * sizeof(float)));
       mbar_expect(&bars[BAR_H2], (uint32_t)((R - own) * H * sizeof(float)));
     } else {                  // unit slices: every peer's h, z and h2 slices in; rank 0 the recon and KL partials
@@ -872,35 +874,28 @@ vae_elbo_kernel(const float* __restrict__ x,
   PROF(11);   // the encoder's arithmetic done (PROF(2) follows the copies' issue)
   W2Regs w2r;   // R <= 9: the last layer's W2 operands, from smem into registers while h2 arrives
   if constexpr (R <= 9) {
-    // ---- phases 2-3 by row owners (v18). Block b owns rows b, b + 8 (< R): it gets the 7 peers' h slices of
-    // its rows (an all-to-all of 1/7 of h's all-gather bytes), computes mu | logvar, z, the KL sum and the
-    // decoder hidden layer of those rows whole (Wmu, Wlv and W1 in registers, loaded coalesced after the
-    // encoder), and all-gathers its h2 rows; no z exchange. Recon partials go to each row's owner, which writes
-    // the outputs.
+    // ---- phases 2-3 by row owners (v18, v19). Block b owns rows b, b + 8 (< R). Every block computes mu | logvar
+    // partials over its own 32 h units for all R rows (8 KB of Wmu | Wlv a block); row r's 64 partials go to its
+    // owner r % 8 as 16 float4 (an all-to-all), which sums the 8 in rank order (v19; v18 sent the owner the rows'
+    // h slices and held all of Wmu | Wlv, 64 KB a block). The owner then computes z, the KL sum and the decoder
+    // hidden layer of its rows whole (W1 in registers, loaded coalesced after the encoder) and all-gathers its h2
+    // rows; no z exchange. Recon partials go to each row's owner, which writes the outputs.
+    // Thread t: output j = t / 4 (< 32 mu, else logvar), k = 8 (t % 4) .. + 8 of the slice. Partials staged in
+    // PART [R][2L] at MVP_STAGE, received in PART [CLUSTER][2][2L] at 0 (PART is free until phase 4).
     const int own = owned_rows<R>(rank);
-    PROF(2);
-    cluster_wait();
-    __syncthreads();   // own h slice complete
-#pragma unroll
-    for (int r = warp; r < R; r += WARPS)   // warp w -> rows w, w + 8: owner w (one destination a warp)
-      if (r % CLUSTER != rank && lane < H_SLICE / 4) {
-        float* p = smem + S::HID + r * H + rank * H_SLICE + 4 * lane;
-        st_async(cluster_addr(p, r % CLUSTER), *reinterpret_cast<const float4*>(p),
-                 cluster_addr(&bars[BAR_HID], r % CLUSTER));
-      }
-    // mu | logvar weights: warp w -> outputs 8 w + j (w < 4: mu units, else logvar units 8 (w - 4) + j),
-    // lane l -> k = 4 l + 128 p; decoder hidden: warp w -> units 32 w + l / 8 + 4 i, k = 4 (l % 8)
-    float4 wm[8][2], w1r[8];
+    constexpr int MVP_STAGE = CLUSTER * 2 * 2 * L;
+    static_assert(MVP_STAGE + R * 2 * L <= DEC_KG * R * PART_LD, "the partials fit in PART");
+    const int jp = tid >> 2, gp = tid & 3;
+    float4 wp[2];
     {
-      const float* M = warp < 4 ? Wmu + (size_t)(8 * warp) * H : Wlv + (size_t)(8 * (warp - 4)) * H;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int q = 0; q < 2; ++q) wm[j][q] = __ldg(reinterpret_cast<const float4*>(M + (size_t)j * H) + lane + 32 * q);
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        w1r[i] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(32 * warp + lane / 8 + 4 * i) * L) + lane % 8);
+      const float* M = (jp < L ? Wmu + (size_t)jp * H : Wlv + (size_t)(jp - L) * H) + rank * H_SLICE + 8 * gp;
+      wp[0] = __ldg(reinterpret_cast<const float4*>(M));
+      wp[1] = __ldg(reinterpret_cast<const float4*>(M) + 1);
     }
+    float4 w1r[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      w1r[i] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(32 * warp + lane / 8 + 4 * i) * L) + lane % 8);
     // W2's slice, 98 rows unpadded (dec_logits_ffma reads them rotated), 7 copies of 14 rows (98 one-row copies
     // kept the issuing warps ~1 us before the h push), issued after the loads above, which are needed first
     constexpr int W2_ROWS = 14;
@@ -914,12 +909,41 @@ vae_elbo_kernel(const float* __restrict__ x,
     const int zi = tid / L, zj = tid % L, zr = rank + CLUSTER * zi;   // z, KL: thread -> (owned row zi, latent zj)
     float eps = 0.f, bm = 0.f, bl = 0.f;
     if (zi < own) {
-      eps = zr < rows ? noise_source(noise)((uint64_t)(row0 + zr) * L + zj) : 0.f;
       bm = __ldg(bmu + zj);
       bl = __ldg(blv + zj);
     }
+    PROF(2);
+    __syncthreads();   // own h slice complete
+    {
+      float* stage = smem + S::PART + MVP_STAGE;   // [R][2L] this block's partials
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float4* hr = reinterpret_cast<const float4*>(smem + S::HID + r * H + rank * H_SLICE + 8 * gp);
+        const float4 a0 = hr[0], a1 = hr[1];
+        float t = wp[0].x * a0.x;
+        t = fmaf(wp[0].y, a0.y, t); t = fmaf(wp[0].z, a0.z, t); t = fmaf(wp[0].w, a0.w, t);
+        t = fmaf(wp[1].x, a1.x, t); t = fmaf(wp[1].y, a1.y, t); t = fmaf(wp[1].z, a1.z, t); t = fmaf(wp[1].w, a1.w, t);
+        t += __shfl_xor_sync(0xffffffffu, t, 1);
+        t += __shfl_xor_sync(0xffffffffu, t, 2);
+        if (gp == 0) stage[r * 2 * L + jp] = t;
+      }
+    }
+    __syncthreads();   // partials staged
+    cluster_wait();    // every block of the cluster has started (cheap by now)
+    {
+      // row r's 16 float4 -> owner r % 8's slot [rank][r / 8]; own rows into own slots
+      constexpr int Q4 = 2 * L / 4;
+      for (int e = tid; e < R * Q4; e += THREADS) {
+        const int r = e / Q4, q = e % Q4, dst = r % CLUSTER;
+        const float4 v = reinterpret_cast<const float4*>(smem + S::PART + MVP_STAGE + r * 2 * L)[q];
+        float* slot = smem + S::PART + (rank * 2 + r / CLUSTER) * 2 * L + 4 * q;
+        if (dst == rank) *reinterpret_cast<float4*>(slot) = v;
+        else st_async(cluster_addr(slot, dst), v, cluster_addr(&bars[BAR_HID], dst));
+      }
+    }
+    if (zi < own && zr < rows) eps = noise_source(noise)((uint64_t)(row0 + zr) * L + zj);   // while they travel (v19)
     mbar_wait_cluster(&bars[BAR_HID], 0);
-    __syncthreads();   // own rows' h complete (own slice and the peers')
+    __syncthreads();   // the owned rows' partials complete (own and the peers')
     PROF(3);
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 3   // dev (wrong results): up to the h exchange (+ copies, a barrier)
     mbar_wait(&bars[BAR_W2], 0);
@@ -927,30 +951,16 @@ vae_elbo_kernel(const float* __restrict__ x,
     cluster.sync();
     if (B > 0) return;
 #endif
-    float* mvr = smem + S::MVR;
     float* klr = smem + S::KLR;
-    for (int i = 0; i < own; ++i) {
-      const float4* hr = reinterpret_cast<const float4*>(smem + S::HID + (rank + CLUSTER * i) * H);
-      float acc[8];
+    if (zi < own) {    // mu | logvar: the 8 blocks' partials summed in rank order
+      float mu = 0.f, lv = 0.f;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j] = 0.f;
-#pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        const float4 a = hr[lane + 32 * q];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          float t = acc[j];
-          t = fmaf(wm[j][q].x, a.x, t); t = fmaf(wm[j][q].y, a.y, t);
-          t = fmaf(wm[j][q].z, a.z, t); t = fmaf(wm[j][q].w, a.w, t);
-          acc[j] = t;
-        }
+      for (int c = 0; c < CLUSTER; ++c) {
+        mu += smem[S::PART + (c * 2 + zi) * 2 * L + zj];
+        lv += smem[S::PART + (c * 2 + zi) * 2 * L + L + zj];
       }
-      warp_reduce_scatter<8>(acc, lane);
-      if (scatter_writer<8>(lane)) mvr[i * 2 * L + 8 * warp + scatter_entry<8>(lane, 0)] = acc[0];
-    }
-    __syncthreads();
-    if (zi < own) {
-      const float mu = mvr[zi * 2 * L + zj] + bm, lv = mvr[zi * 2 * L + L + zj] + bl;
+      mu += bm;
+      lv += bl;
       smem[S::Z + zi * L + zj] = reparam_z(mu, lv, eps);
       float k = kl_term(mu, lv);
 #pragma unroll
@@ -959,7 +969,10 @@ vae_elbo_kernel(const float* __restrict__ x,
     }
     if (tid < D_SLICE) smem[S::B2 + tid] = b2v;   // for phase 5 (barriers follow)
     __syncthreads();
-    for (int i = 0; i < own; ++i) {   // decoder hidden of owned row rank + 8 i, all 256 units
+    // decoder hidden of owned rows rank + 8 i, all 256 units; both rows side by side where a block may own 2 (R = 9:
+    // rank 0's row 8 is on every block's path), a z row past `own` read (Z has R rows) and its h2 dropped (v19)
+#pragma unroll
+    for (int i = 0; i < (R + CLUSTER - 1) / CLUSTER; ++i) {
       const float4 zc = *reinterpret_cast<const float4*>(smem + S::Z + i * L + 4 * (lane % 8));
       float v[8];
 #pragma unroll
@@ -975,6 +988,7 @@ vae_elbo_kernel(const float* __restrict__ x,
           v[q] = keep + __shfl_xor_sync(0xffffffffu, send, o);
         }
       }
+      if (i < own)
       smem[S::HID2 + (rank + CLUSTER * i) * HS + unit3] = fmaxf(v[0] + bias3, 0.f);
     }
     __syncthreads();   // own h2 rows complete
@@ -1088,25 +1102,42 @@ vae_elbo_kernel(const float* __restrict__ x,
   __syncthreads();
   PROF(7);
 
-  // ---- phase 5: warp w -> rows w, w + 8, ... (< B: rows past B are dropped), lane -> pixels lane + 32 i: logit =
+  // ---- phase 5: warp w -> rows w, w + 8, ... (< B: rows past B are dropped), lane -> pixels lane + 32 j: logit =
   // the k-groups summed in fixed order + b2, its BCE term, the row's sum of this block's 98 terms -> the row's
-  // gatherer (R <= 9 its owner, else rank 0), in one pass (v18; before, the terms went through smem and a barrier)
+  // gatherer (R <= 9 its owner, else rank 0), in one pass (v18; before, the terms went through smem and a barrier).
+  // A warp's rows and a lane's pixels are independent chains, summed after (v19: warp 0's two rows at R = 9 ran
+  // one after the other, each pixel's term after the last, ~0.5 us a row); each row's sum keeps its order (pixels
+  // lane + 32 j in j order, then the shuffles).
   PROF(12);
-#pragma unroll 1
-  for (int r = warp; r < R; r += WARPS) {
-    float s = 0.f;
-    if (r < rows)
-      for (int p = lane; p < D_SLICE; p += 32) {
+  {
+    constexpr int RW = (R + WARPS - 1) / WARPS, NP = (D_SLICE + 31) / 32;
+    float s[RW];
+#pragma unroll
+    for (int i = 0; i < RW; ++i) {
+      const int r = min(warp + WARPS * i, R - 1);   // rows past R (warps >= R % 8 at i = RW - 1) are dropped
+      s[i] = 0.f;
+#pragma unroll
+      for (int j = 0; j < NP; ++j) {
+        const int p = min(lane + 32 * j, D_SLICE - 1);
         const float* part = smem + S::PART + r * PART_LD + p;
         const float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
-        s += bce_term_sp(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
+        const float t = bce_term_sp(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
+        if (lane + 32 * j < D_SLICE) s[i] += t;
       }
+    }
 #pragma unroll
-    for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) {
-      const int dst = R <= 9 ? r % CLUSTER : 0;
-      if (rank == dst) smem[S::RECON + rank * R + r] = s;
-      else st_async(cluster_addr(smem + S::RECON + rank * R + r, dst), s, cluster_addr(&bars[BAR_OUT], dst));
+    for (int o = 16; o >= 1; o >>= 1)
+#pragma unroll
+      for (int i = 0; i < RW; ++i) s[i] += __shfl_xor_sync(0xffffffffu, s[i], o);
+#pragma unroll
+    for (int i = 0; i < RW; ++i) {
+      const int r = warp + WARPS * i;
+      if (lane == 0 && r < R) {
+        const float v = r < rows ? s[i] : 0.f;
+        const int dst = R <= 9 ? r % CLUSTER : 0;
+        if (rank == dst) smem[S::RECON + rank * R + r] = v;
+        else st_async(cluster_addr(smem + S::RECON + rank * R + r, dst), v, cluster_addr(&bars[BAR_OUT], dst));
+      }
     }
   }
   PROF(8);
