@@ -1,5 +1,5 @@
-"""notes/ck-mvpo.patch (VAE_CK_MVPO): its index maps simulated in numpy for R = 8, 9 - every owner gets the bytes its
-BAR_HID expects, each slot it reads is written once, and the partials sum to h Wmu^T, h Wlv^T. Run: python3 notes/ck-mvpo-check.py
+"""The cluster kernel's mu | logvar partials at R <= 9 (v19; built as VAE_CK_MVPO in session 23): its index maps
+simulated in numpy for R = 8, 9 - every owner gets the bytes its BAR_HID expects, each slot it reads is written once, and the partials sum to h Wmu^T, h Wlv^T. Run: python3 notes/ck-mvpo-check.py
 """
 import numpy as np
 CL, L, H, HS_ = 8, 32, 256, 32
