@@ -64,7 +64,8 @@ reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an inp
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE_PROFILE_CHUNKS the wg
 kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
-phase: GPU time by prefix); for vae_elbo_kernel_wg VAE_WG_*
+phase: GPU time by prefix), VAE_CK_W2A / VAE_CK_W2B (R <= 9: W2's operands into registers while the
+partials travel / W2's copies issued inside the encoder; not measured: notes, session 25); for vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
 """
@@ -789,6 +790,17 @@ __device__ __forceinline__ void mulv_rows(float* smem, const WarpRows<1, H>& w, 
 //   5  warp w -> rows w, w + 8: logits summed, BCE terms (bce_term_sp) and the row's sum in one pass, pushed to
 //      the row's gatherer (R <= 9 its owner, else rank 0), which sums in fixed order and writes the outputs.
 // ---------------------------------------------------------------------------
+// R <= 9, warp 0: W2's slice, 98 rows unpadded (dec_logits_ffma reads them rotated), as 7 bulk copies of 14 rows
+// (98 one-row copies kept the issuing warps ~1 us before the h push), counted on BAR_W2
+template <int R>
+__device__ __forceinline__ void issue_w2_rows(float* smem, const float* __restrict__ W2, int rank, int lane, uint64_t* bars) {
+  constexpr int W2_ROWS = 14;
+  static_assert(D_SLICE % W2_ROWS == 0 && D_SLICE / W2_ROWS <= 32, "one copy per lane of warp 0");
+  if (lane < D_SLICE / W2_ROWS)
+    bulk_copy(smem + Smem<R>::W2 + lane * W2_ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * W2_ROWS) * H,
+              (uint32_t)(W2_ROWS * H * sizeof(float)), &bars[BAR_W2]);
+}
+
 template <int R>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
 vae_elbo_kernel(const float* __restrict__ x,
@@ -857,6 +869,10 @@ vae_elbo_kernel(const float* __restrict__ x,
         __syncwarp();   // a memory barrier for the warp: ptxas keeps the weak loads below after pass it - 1
         load_pass<false>(We, unit0, lane, w, it + ENC_AHEAD);
       }
+#ifdef VAE_CK_W2B   // dev: R <= 9, W2's copies issued in the encoder's first chunk, one pass after We's last loads
+      if constexpr (R <= 9)
+        if (it == WarpRows<ENC_U, D>::FULL - ENC_AHEAD + 1 && warp == 0) issue_w2_rows<R>(smem, W2, rank, lane, bars);
+#endif
     });
 #pragma unroll 1
     for (int q = 1; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
@@ -896,13 +912,10 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll
     for (int i = 0; i < 8; ++i)
       w1r[i] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(32 * warp + lane / 8 + 4 * i) * L) + lane % 8);
-    // W2's slice, 98 rows unpadded (dec_logits_ffma reads them rotated), 7 copies of 14 rows (98 one-row copies
-    // kept the issuing warps ~1 us before the h push), issued after the loads above, which are needed first
-    constexpr int W2_ROWS = 14;
-    static_assert(D_SLICE % W2_ROWS == 0 && D_SLICE / W2_ROWS <= 32, "one copy per lane of warp 0");
-    if (warp == 0 && lane < D_SLICE / W2_ROWS)
-      bulk_copy(smem + S::W2 + lane * W2_ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * W2_ROWS) * H,
-                (uint32_t)(W2_ROWS * H * sizeof(float)), &bars[BAR_W2]);
+    // W2's slice, issued after the loads above, which are needed first
+#ifndef VAE_CK_W2B
+    if (warp == 0) issue_w2_rows<R>(smem, W2, rank, lane, bars);
+#endif
     const int unit3 = 32 * warp + lane / 8 + 4 * (lane % 8);   // the unit this lane's reduce-scatter ends with
     const float bias3 = __ldg(b1 + unit3);
     const float b2v = tid < D_SLICE ? __ldg(b2 + rank * D_SLICE + tid) : 0.f;   // stored once it has landed
@@ -942,6 +955,11 @@ vae_elbo_kernel(const float* __restrict__ x,
       }
     }
     if (zi < own && zr < rows) eps = noise_source(noise)((uint64_t)(row0 + zr) * L + zj);   // while they travel (v19)
+#ifdef VAE_CK_W2A   // dev: W2's operands into registers while the partials travel (not after the h2 push)
+    mbar_wait(&bars[BAR_W2], 0);
+    load_w2_regs<R>(smem, warp, lane, w2r);
+    PROF(6);
+#endif
     mbar_wait_cluster(&bars[BAR_HID], 0);
     __syncthreads();   // the owned rows' partials complete (own and the peers')
     PROF(3);
@@ -1000,11 +1018,14 @@ vae_elbo_kernel(const float* __restrict__ x,
         st_async(cluster_addr(p, dst), *reinterpret_cast<const float4*>(p), cluster_addr(&bars[BAR_H2], dst));
       }
     }
+    PROF(4);   // own h2 rows pushed
+#ifndef VAE_CK_W2A
     mbar_wait(&bars[BAR_W2], 0);
     load_w2_regs<R>(smem, warp, lane, w2r);
+    PROF(6);   // W2's operands in registers
+#endif
     mbar_wait_cluster(&bars[BAR_H2], 0);
-    PROF(4);
-    PROF(5);
+    PROF(5);   // h2 landed
   } else {
     // ---- R = 16: phases 2-3 by unit slices, every block all rows. W2 rows into padded smem rows (stride HS, mma
     // fragments), one bulk copy each, 13 per warp: issued here, where the warps wait for h anyway (at the start
@@ -1091,7 +1112,6 @@ vae_elbo_kernel(const float* __restrict__ x,
   // ---- phase 4: decoder output logits (dec_logits_ffma at R <= 9, W2 already in registers; else
   // dec_logits_mma); partial logits per k-group to PART
   if constexpr (R <= 9) {
-    PROF(6);
     dec_logits_ffma<R>(smem, warp, lane, w2r);
   } else {
     mbar_wait(&bars[BAR_W2], 0);

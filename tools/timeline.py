@@ -6,9 +6,10 @@ forwards per batch size, and prints for the median call each stamp's earliest / 
 the blocks, in µs from the first block's entry. Stamps: entry, x tile landed, encoder done and W2 copies
 issued, h slices landed, z landed, decoder hidden done, W2 landed, last layer done, row sums pushed, on rank
 0 only: peers' sums landed, outputs stored; last, the encoder's arithmetic done (before the W2 copies) and
-the BCE pass's start. At R <= 9 (v18: phases 2-3 by row owners, W2's copies issued after the h push) "z
-landed" and "dec hidden" are one point (h2 landed), "BCE done" is the last layer's end, and every block
-stores its owned rows (the rank-0 columns show rank 0's).
+the BCE pass's start. At R <= 9 (phases 2-3 by row owners) "h landed" is the owned rows' mu | logvar partials
+landed, "z landed" the block's own h2 rows pushed, "dec hidden" every h2 row landed, "W2 landed" W2's
+operands loaded into registers (before the h2 wait, or with VAE_CK_W2A while the partials travel), "BCE
+done" the last layer's end, and every block stores its owned rows (the rank-0 columns show rank 0's).
 
 Run on the GPU machine from the repository root (about a minute with the build):
     python3 tools/timeline.py [--sizes 1,128] [--flags="-DVAE_CK_STOP=3"]
