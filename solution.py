@@ -65,7 +65,8 @@ Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE
 kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
 phase: GPU time by prefix), VAE_CK_W2A / VAE_CK_W2B (R <= 9: W2's operands into registers while the
-partials travel / W2's copies issued inside the encoder; not measured: notes, session 25); for vae_elbo_kernel_wg VAE_WG_*
+partials travel / W2's copies issued inside the encoder), VAE_CK_ENC9 (R = 9's encoder in one pass of 9 rows;
+these three not measured: notes, session 25); for vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
 """
@@ -714,6 +715,19 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
   }
 }
 
+// acc[u RN + r] (this lane's partials) summed over the warp, + be, relu -> HID rows r0 + r, units unit0 + u
+template <int R, int RN>
+__device__ __forceinline__ void enc_store(float* smem, float (&acc)[ENC_U * RN], const float* __restrict__ be,
+                                          int unit0, int r0, int lane) {
+  using S = Smem<R>;
+  constexpr int N = ENC_U * RN;
+  warp_reduce_scatter<N>(acc, lane);
+#pragma unroll
+  for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
+    const int e = scatter_entry<N>(lane, t), u = e / RN, r = r0 + e % RN;
+    if (scatter_writer<N>(lane)) smem[S::HID + r * H + unit0 + u] = fmaxf(acc[t] + __ldg(be + unit0 + u), 0.f);
+  }
+}
 // Encoder, one warp: units [unit0, unit0+4) x rows [r0, r0+RN), lanes split K=784 with this warp's
 // We rows in registers; h = relu(. + be) -> own smem HID.
 template <int R, int RN, class Pass = NoPass>
@@ -727,13 +741,32 @@ __device__ __forceinline__ void enc_rows(float* smem, const WarpRows<ENC_U, D>& 
 #ifndef VAE_SKIP_ENC
   dot_rows<RN, ENC_U, D>(w, smem + S::X + r0 * D, lane, acc, pass);
 #endif
-  warp_reduce_scatter<N>(acc, lane);
-#pragma unroll
-  for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
-    const int e = scatter_entry<N>(lane, t), u = e / RN, r = r0 + e % RN;
-    if (scatter_writer<N>(lane)) smem[S::HID + r * H + unit0 + u] = fmaxf(acc[t] + __ldg(be + unit0 + u), 0.f);
-  }
+  enc_store<R, RN>(smem, acc, be, unit0, r0, lane);
 }
+#ifdef VAE_CK_ENC9
+// dev: R = 9's encoder in one pass over K (9 rows: 36 accumulators a lane), not a pass of 8 rows and a pass of the
+// 9th; the partials then reduced as rows 0-7 (32 entries) and row 8 (4): each sum in the same order as before
+template <class Pass>
+__device__ __forceinline__ void enc_rows9(float* smem, const WarpRows<ENC_U, D>& w,
+                                          const float* __restrict__ be, int unit0, int lane, Pass pass) {
+  constexpr int RN = 9;
+  float acc[ENC_U * RN];
+#pragma unroll
+  for (int i = 0; i < ENC_U * RN; ++i) acc[i] = 0.f;
+#ifndef VAE_SKIP_ENC
+  dot_rows<RN, ENC_U, D>(w, smem + Smem<RN>::X, lane, acc, pass);
+#endif
+  float a8[ENC_U * 8], a1[ENC_U];
+#pragma unroll
+  for (int u = 0; u < ENC_U; ++u) {
+#pragma unroll
+    for (int r = 0; r < 8; ++r) a8[u * 8 + r] = acc[u * RN + r];
+    a1[u] = acc[u * RN + 8];
+  }
+  enc_store<RN, 8>(smem, a8, be, unit0, 0, lane);
+  enc_store<RN, 1>(smem, a1, be, unit0, 8, lane);
+}
+#endif
 
 
 // This block's slice of an activation (R rows, LD floats apart; units [32 rank, +32)) into the same place
@@ -864,7 +897,7 @@ vae_elbo_kernel(const float* __restrict__ x,
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 1   // dev (wrong results): up to the x tile
     if (B > 0) return;
 #endif
-    enc_rows<R, RC>(smem, w, be, unit0, 0, lane, [&](int it) {
+    auto we_pass = [&](int it) {
       if (it + ENC_AHEAD <= WarpRows<ENC_U, D>::FULL) {
         __syncwarp();   // a memory barrier for the warp: ptxas keeps the weak loads below after pass it - 1
         load_pass<false>(We, unit0, lane, w, it + ENC_AHEAD);
@@ -873,10 +906,18 @@ vae_elbo_kernel(const float* __restrict__ x,
       if constexpr (R <= 9)
         if (it == WarpRows<ENC_U, D>::FULL - ENC_AHEAD + 1 && warp == 0) issue_w2_rows<R>(smem, W2, rank, lane, bars);
 #endif
-    });
+    };
+#ifdef VAE_CK_ENC9
+    if constexpr (R == 9) {
+      enc_rows9(smem, w, be, unit0, lane, we_pass);
+    } else
+#endif
+    {
+      enc_rows<R, RC>(smem, w, be, unit0, 0, lane, we_pass);
 #pragma unroll 1
-    for (int q = 1; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
-    if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
+      for (int q = 1; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
+      if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
+    }
   }
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 2   // dev (wrong results): up to the encoder (its h read back)
   __syncthreads();
