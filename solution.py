@@ -65,8 +65,9 @@ Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE
 kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
 phase: GPU time by prefix), VAE_CK_W2A / VAE_CK_W2B (R <= 9: W2's operands into registers while the
-partials travel / W2's copies issued inside the encoder), VAE_CK_ENC9 (R = 9's encoder in one pass of 9 rows;
-these three not measured: notes, session 25); for vae_elbo_kernel_wg VAE_WG_*
+partials travel / W2's copies issued inside the encoder), VAE_CK_W2G (R <= 9: W2's operands loaded from global
+memory, no copies), VAE_CK_ENC9 (R = 9's encoder in one pass of 9 rows; these four not measured: notes, session
+25); for vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
 """
@@ -639,10 +640,10 @@ struct W2Regs {
   float4 w[D_SLICE / 32][H / WARPS / 4];   // [slot j][i]: pixel l + 32 j, k = 32 w + 4 ((i + l % 8) % 8) + [0, 4)
   float2 x;                                // pixel 96 + l % 2, k = 32 w + 2 (l / 2) + {0, 1}
 };
-template <int R>
-__device__ __forceinline__ void load_w2_regs(const float* smem, int warp, int lane, W2Regs& w) {
+// w2: W2's slice (98 rows of H), in shared memory or (VAE_CK_W2G) in global memory
+__device__ __forceinline__ void load_w2_regs_from(const float* w2_slice, int warp, int lane, W2Regs& w) {
   constexpr int NS = D_SLICE / 32, KW = H / WARPS;
-  const float* w2 = smem + Smem<R>::W2 + warp * KW;
+  const float* w2 = w2_slice + warp * KW;
   const int rot = 4 * (lane & 7);
 #pragma unroll
   for (int j = 0; j < NS; ++j)
@@ -650,6 +651,10 @@ __device__ __forceinline__ void load_w2_regs(const float* smem, int warp, int la
     for (int i = 0; i < KW / 4; ++i)
       w.w[j][i] = *reinterpret_cast<const float4*>(w2 + (lane + 32 * j) * H + ((4 * i + rot) & (KW - 1)));
   w.x = *reinterpret_cast<const float2*>(w2 + (32 * NS + (lane & 1)) * H + 2 * (lane >> 1));
+}
+template <int R>
+__device__ __forceinline__ void load_w2_regs(const float* smem, int warp, int lane, W2Regs& w) {
+  load_w2_regs_from(smem + Smem<R>::W2, warp, lane, w);
 }
 template <int R>
 __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane, const W2Regs& wr) {
@@ -865,7 +870,11 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll
     for (int i = 0; i < 6; ++i) mbar_init(&bars[i]);
     mbar_expect(&bars[BAR_X], (uint32_t)(rows * D * sizeof(float)));
+#ifdef VAE_CK_W2G   // dev: R <= 9 loads W2's operands from global memory, no copies
+    mbar_expect(&bars[BAR_W2], R <= 9 ? 0u : (uint32_t)(D_SLICE * H * sizeof(float)));
+#else
     mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // one bulk copy per row, below
+#endif
     if constexpr (R <= 9) {   // row owners: mu | logvar partials of own rows in, h2 rows of the others in, recon partials in
       const uint32_t own = (uint32_t)owned_rows<R>(rank);
       mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * own * 2 * L * sizeof(float)));   // mu | logvar partials
@@ -954,7 +963,9 @@ vae_elbo_kernel(const float* __restrict__ x,
     for (int i = 0; i < 8; ++i)
       w1r[i] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(32 * warp + lane / 8 + 4 * i) * L) + lane % 8);
     // W2's slice, issued after the loads above, which are needed first
-#ifndef VAE_CK_W2B
+#if defined(VAE_CK_W2G)   // dev: W2's operands straight from global memory into registers (no smem copy, no smem reads)
+    load_w2_regs_from(W2 + (size_t)rank * D_SLICE * H, warp, lane, w2r);
+#elif !defined(VAE_CK_W2B)
     if (warp == 0) issue_w2_rows<R>(smem, W2, rank, lane, bars);
 #endif
     const int unit3 = 32 * warp + lane / 8 + 4 * (lane % 8);   // the unit this lane's reduce-scatter ends with
@@ -996,7 +1007,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       }
     }
     if (zi < own && zr < rows) eps = noise_source(noise)((uint64_t)(row0 + zr) * L + zj);   // while they travel (v19)
-#ifdef VAE_CK_W2A   // dev: W2's operands into registers while the partials travel (not after the h2 push)
+#if defined(VAE_CK_W2A) && !defined(VAE_CK_W2G)   // dev: W2's operands into registers while the partials travel
     mbar_wait(&bars[BAR_W2], 0);
     load_w2_regs<R>(smem, warp, lane, w2r);
     PROF(6);
@@ -1060,7 +1071,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       }
     }
     PROF(4);   // own h2 rows pushed
-#ifndef VAE_CK_W2A
+#if !defined(VAE_CK_W2A) && !defined(VAE_CK_W2G)
     mbar_wait(&bars[BAR_W2], 0);
     load_w2_regs<R>(smem, warp, lane, w2r);
     PROF(6);   // W2's operands in registers
