@@ -66,8 +66,9 @@ kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel 
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
 phase: GPU time by prefix), VAE_CK_W2A / VAE_CK_W2B (R <= 9: W2's operands into registers while the
 partials travel / W2's copies issued inside the encoder), VAE_CK_W2G (R <= 9: W2's operands loaded from global
-memory, no copies), VAE_CK_ENC9 (R = 9's encoder in one pass of 9 rows; these four not measured: notes, session
-25); for vae_elbo_kernel_wg VAE_WG_*
+memory, no copies), VAE_CK_DMMA (R <= 9: the last layer on the tensor cores, pixels as M and rows as N),
+VAE_CK_ENC9 (R = 9's encoder in one pass of 9 rows; these five not measured: notes, session 25); for
+vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
 """
@@ -720,6 +721,118 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
   }
 }
 
+#ifdef VAE_CK_DMMA
+// dev: the last layer at R <= 9 on the tensor cores with pixels as M and rows as N (mma m16n8k8 3xTF32: N = 8 =
+// rows 0-7, no padding; v7 put 9 rows in a 16-row M and lost). Warp w: k in [32 w, +32) as 4 k-steps, 7 m-tiles of
+// 16 pixels (98 -> 112, pixels past 97 read row 97 and are dropped). The k order inside a warp's 32: lane (g, t)'s
+// logical k t and t + 4 of k-step kk are k = 32 w + 8 t + 2 kk and + 1 (a function of t and kk only, as A's and
+// B's lanes must agree), so a lane's A values are 2 float4 of one W2 row and its B values 2 float4 of one h2 row.
+// Row 8 (R = 9) in fp32 FMAs from the same A values in registers, summed over the 4 lanes of a t-group.
+constexpr int DM_MT = (D_SLICE + 15) / 16;
+struct W2Frag { float4 a[DM_MT][2][2]; };   // [m-tile][pixel g, g + 8][half]: W2[16 mt + g (+ 8)][32 w + 8 t + 4 half + 0..3]
+__device__ __forceinline__ float f4at(const float4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+__device__ __forceinline__ void load_w2_frag(const float* __restrict__ w2s, int warp, int lane, W2Frag& f) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < DM_MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int p = min(16 * mt + g + 8 * h, D_SLICE - 1);
+#pragma unroll
+      for (int q = 0; q < 2; ++q)
+        f.a[mt][h][q] = __ldg(reinterpret_cast<const float4*>(w2s + (size_t)p * H + 32 * warp + 8 * t + 4 * q));
+    }
+}
+template <int R>
+__device__ __forceinline__ void dec_logits_mma8(float* smem, int warp, int lane, const W2Frag& f) {
+  using S = Smem<R>;
+  static_assert(R == 8 || R == 9, "rows 0-7 on the tensor cores, row 8 in FMAs");
+  const int g = lane >> 2, t = lane & 3;
+  float hv[8];
+  {
+    const float* hb = smem + S::HID2 + g * HS + 32 * warp + 8 * t;
+    const float4 h0 = *reinterpret_cast<const float4*>(hb), h1 = *reinterpret_cast<const float4*>(hb + 4);
+    hv[0] = h0.x; hv[1] = h0.y; hv[2] = h0.z; hv[3] = h0.w; hv[4] = h1.x; hv[5] = h1.y; hv[6] = h1.z; hv[7] = h1.w;
+  }
+  uint32_t bb[8], bs[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) split(hv[j], bb[j], bs[j]);
+  float acc[DM_MT][4];
+#pragma unroll
+  for (int mt = 0; mt < DM_MT; ++mt) acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.f;
+#ifndef VAE_SKIP_DEC
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    uint32_t ab[DM_MT][4], as[DM_MT][4];
+#pragma unroll
+    for (int mt = 0; mt < DM_MT; ++mt) {   // a0..a3 = (pixel g, k 2kk), (g + 8, 2kk), (g, 2kk + 1), (g + 8, 2kk + 1)
+      split(f4at(f.a[mt][0][kk / 2], 2 * (kk % 2)), ab[mt][0], as[mt][0]);
+      split(f4at(f.a[mt][1][kk / 2], 2 * (kk % 2)), ab[mt][1], as[mt][1]);
+      split(f4at(f.a[mt][0][kk / 2], 2 * (kk % 2) + 1), ab[mt][2], as[mt][2]);
+      split(f4at(f.a[mt][1][kk / 2], 2 * (kk % 2) + 1), ab[mt][3], as[mt][3]);
+    }
+#pragma unroll
+    for (int mt = 0; mt < DM_MT; ++mt) mma(acc[mt], as[mt], bb[2 * kk], bb[2 * kk + 1]);   // the small products first
+#pragma unroll
+    for (int mt = 0; mt < DM_MT; ++mt) mma(acc[mt], ab[mt], bs[2 * kk], bs[2 * kk + 1]);
+#pragma unroll
+    for (int mt = 0; mt < DM_MT; ++mt) mma(acc[mt], ab[mt], bb[2 * kk], bb[2 * kk + 1]);
+  }
+#endif
+  float acc8[DM_MT][2];   // row 8: pixel 16 mt + g (+ 8) over this lane's 8 k, then over the t-group
+  if constexpr (R == 9) {
+    const float* hb = smem + S::HID2 + 8 * HS + 32 * warp + 8 * t;
+    const float4 h0 = *reinterpret_cast<const float4*>(hb), h1 = *reinterpret_cast<const float4*>(hb + 4);
+#pragma unroll
+    for (int mt = 0; mt < DM_MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float4 w0 = f.a[mt][h][0], w1 = f.a[mt][h][1];
+        float a = w0.x * h0.x;
+        a = fmaf(w0.y, h0.y, a); a = fmaf(w0.z, h0.z, a); a = fmaf(w0.w, h0.w, a);
+        a = fmaf(w1.x, h1.x, a); a = fmaf(w1.y, h1.y, a); a = fmaf(w1.z, h1.z, a); a = fmaf(w1.w, h1.w, a);
+        acc8[mt][h] = a;
+      }
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1)
+#pragma unroll
+      for (int mt = 0; mt < DM_MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) acc8[mt][h] += __shfl_xor_sync(0xffffffffu, acc8[mt][h], o);
+  }
+  float* part = smem + S::PART + (warp % DEC_KG) * R * PART_LD;
+  auto put = [&](bool add) {
+#pragma unroll
+    for (int mt = 0; mt < DM_MT; ++mt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int p = 16 * mt + g + 8 * (c / 2), r = 2 * t + (c % 2);
+        if (p < D_SLICE) {
+          float* d = part + r * PART_LD + p;
+          *d = add ? *d + acc[mt][c] : acc[mt][c];
+        }
+      }
+    if constexpr (R == 9) {
+      if (t == 0) {
+#pragma unroll
+        for (int mt = 0; mt < DM_MT; ++mt) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int p = 16 * mt + g + 8 * h;
+            if (p < D_SLICE) {
+              float* d = part + 8 * PART_LD + p;
+              *d = add ? *d + acc8[mt][h] : acc8[mt][h];
+            }
+          }
+        }
+      }
+    }
+  };
+  if (warp >= DEC_KG) put(false);   // warps 4-7 store, warps 0-3 add theirs (fixed order), as dec_logits_ffma
+  __syncthreads();
+  if (warp < DEC_KG) put(true);
+}
+#endif
 // acc[u RN + r] (this lane's partials) summed over the warp, + be, relu -> HID rows r0 + r, units unit0 + u
 template <int R, int RN>
 __device__ __forceinline__ void enc_store(float* smem, float (&acc)[ENC_U * RN], const float* __restrict__ be,
@@ -870,7 +983,7 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll
     for (int i = 0; i < 6; ++i) mbar_init(&bars[i]);
     mbar_expect(&bars[BAR_X], (uint32_t)(rows * D * sizeof(float)));
-#ifdef VAE_CK_W2G   // dev: R <= 9 loads W2's operands from global memory, no copies
+#if defined(VAE_CK_W2G) || defined(VAE_CK_DMMA)   // dev: R <= 9 loads W2's operands from global memory, no copies
     mbar_expect(&bars[BAR_W2], R <= 9 ? 0u : (uint32_t)(D_SLICE * H * sizeof(float)));
 #else
     mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // one bulk copy per row, below
@@ -938,7 +1051,11 @@ vae_elbo_kernel(const float* __restrict__ x,
   if (B > 0) return;
 #endif
   PROF(11);   // the encoder's arithmetic done (PROF(2) follows the copies' issue)
+#ifdef VAE_CK_DMMA
+  W2Frag w2f;   // R <= 9: the last layer's A fragments (W2), from global memory after the encoder
+#else
   W2Regs w2r;   // R <= 9: the last layer's W2 operands, from smem into registers while h2 arrives
+#endif
   if constexpr (R <= 9) {
     // ---- phases 2-3 by row owners (v18, v19). Block b owns rows b, b + 8 (< R). Every block computes mu | logvar
     // partials over its own 32 h units for all R rows (8 KB of Wmu | Wlv a block); row r's 64 partials go to its
@@ -963,7 +1080,9 @@ vae_elbo_kernel(const float* __restrict__ x,
     for (int i = 0; i < 8; ++i)
       w1r[i] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(32 * warp + lane / 8 + 4 * i) * L) + lane % 8);
     // W2's slice, issued after the loads above, which are needed first
-#if defined(VAE_CK_W2G)   // dev: W2's operands straight from global memory into registers (no smem copy, no smem reads)
+#if defined(VAE_CK_DMMA)
+    load_w2_frag(W2 + (size_t)rank * D_SLICE * H, warp, lane, w2f);
+#elif defined(VAE_CK_W2G)   // dev: W2's operands straight from global memory into registers (no smem copy, no smem reads)
     load_w2_regs_from(W2 + (size_t)rank * D_SLICE * H, warp, lane, w2r);
 #elif !defined(VAE_CK_W2B)
     if (warp == 0) issue_w2_rows<R>(smem, W2, rank, lane, bars);
@@ -1007,7 +1126,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       }
     }
     if (zi < own && zr < rows) eps = noise_source(noise)((uint64_t)(row0 + zr) * L + zj);   // while they travel (v19)
-#if defined(VAE_CK_W2A) && !defined(VAE_CK_W2G)   // dev: W2's operands into registers while the partials travel
+#if defined(VAE_CK_W2A) && !defined(VAE_CK_W2G) && !defined(VAE_CK_DMMA)   // dev: W2's operands into registers while the partials travel
     mbar_wait(&bars[BAR_W2], 0);
     load_w2_regs<R>(smem, warp, lane, w2r);
     PROF(6);
@@ -1071,7 +1190,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       }
     }
     PROF(4);   // own h2 rows pushed
-#if !defined(VAE_CK_W2A) && !defined(VAE_CK_W2G)
+#if !defined(VAE_CK_W2A) && !defined(VAE_CK_W2G) && !defined(VAE_CK_DMMA)
     mbar_wait(&bars[BAR_W2], 0);
     load_w2_regs<R>(smem, warp, lane, w2r);
     PROF(6);   // W2's operands in registers
@@ -1164,7 +1283,11 @@ vae_elbo_kernel(const float* __restrict__ x,
   // ---- phase 4: decoder output logits (dec_logits_ffma at R <= 9, W2 already in registers; else
   // dec_logits_mma); partial logits per k-group to PART
   if constexpr (R <= 9) {
+#ifdef VAE_CK_DMMA
+    dec_logits_mma8<R>(smem, warp, lane, w2f);
+#else
     dec_logits_ffma<R>(smem, warp, lane, w2r);
+#endif
   } else {
     mbar_wait(&bars[BAR_W2], 0);
     PROF(6);
