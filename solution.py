@@ -67,8 +67,8 @@ phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the clu
 phase: GPU time by prefix), VAE_CK_W2A / VAE_CK_W2B (R <= 9: W2's operands into registers while the
 partials travel / W2's copies issued inside the encoder), VAE_CK_W2G (R <= 9: W2's operands loaded from global
 memory, no copies), VAE_CK_DMMA (R <= 9: the last layer on the tensor cores, pixels as M and rows as N),
-VAE_CK_ENC9 (R = 9's encoder in one pass of 9 rows; these five not measured: notes, session 25); for
-vae_elbo_kernel_wg VAE_WG_*
+VAE_CK_ENC9 (R = 9's encoder in one pass of 9 rows), VAE_CK_W1LATE (R <= 9: W1's loads after the partials
+are sent; these six not measured: notes, session 25); for vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
 """
@@ -1076,9 +1076,14 @@ vae_elbo_kernel(const float* __restrict__ x,
       wp[1] = __ldg(reinterpret_cast<const float4*>(M) + 1);
     }
     float4 w1r[8];
+    auto load_w1 = [&]() {
 #pragma unroll
-    for (int i = 0; i < 8; ++i)
-      w1r[i] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(32 * warp + lane / 8 + 4 * i) * L) + lane % 8);
+      for (int i = 0; i < 8; ++i)
+        w1r[i] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(32 * warp + lane / 8 + 4 * i) * L) + lane % 8);
+    };
+#ifndef VAE_CK_W1LATE
+    load_w1();
+#endif
     // W2's slice, issued after the loads above, which are needed first
 #if defined(VAE_CK_DMMA)
     load_w2_frag(W2 + (size_t)rank * D_SLICE * H, warp, lane, w2f);
@@ -1125,6 +1130,10 @@ vae_elbo_kernel(const float* __restrict__ x,
         else st_async(cluster_addr(slot, dst), v, cluster_addr(&bars[BAR_HID], dst));
       }
     }
+#ifdef VAE_CK_W1LATE   // dev: W1 (32 KB a block, needed after the partials land) loaded once the partials are sent, so
+                      // its 8 LDG.128 a thread are not issued between the encoder and the partials
+    load_w1();
+#endif
     if (zi < own && zr < rows) eps = noise_source(noise)((uint64_t)(row0 + zr) * L + zj);   // while they travel (v19)
 #if defined(VAE_CK_W2A) && !defined(VAE_CK_W2G) && !defined(VAE_CK_DMMA)   // dev: W2's operands into registers while the partials travel
     mbar_wait(&bars[BAR_W2], 0);
