@@ -1024,7 +1024,8 @@ vae_elbo_kernel(const float* __restrict__ x,
         __syncwarp();   // a memory barrier for the warp: ptxas keeps the weak loads below after pass it - 1
         load_pass<false>(We, unit0, lane, w, it + ENC_AHEAD);
       }
-#ifdef VAE_CK_W2B   // dev: R <= 9, W2's copies issued in the encoder's first chunk, one pass after We's last loads
+#if defined(VAE_CK_W2B) && !defined(VAE_CK_W2G) && !defined(VAE_CK_DMMA)   // dev: R <= 9, W2's copies issued in the
+                    // encoder's first chunk, one pass after We's last loads (W2G and DMMA copy nothing)
       if constexpr (R <= 9)
         if (it == WarpRows<ENC_U, D>::FULL - ENC_AHEAD + 1 && warp == 0) issue_w2_rows<R>(smem, W2, rank, lane, bars);
 #endif
