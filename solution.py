@@ -68,7 +68,8 @@ phase: GPU time by prefix), VAE_CK_W2A / VAE_CK_W2B (R <= 9: W2's operands into 
 partials travel / W2's copies issued inside the encoder), VAE_CK_W2G (R <= 9: W2's operands loaded from global
 memory, no copies), VAE_CK_DMMA (R <= 9: the last layer on the tensor cores, pixels as M and rows as N),
 VAE_CK_ENC9 (R = 9's encoder in one pass of 9 rows), VAE_CK_W1LATE (R <= 9: W1's loads after the partials
-are sent; these six not measured: notes, session 25); for vae_elbo_kernel_wg VAE_WG_*
+are sent), VAE_CK_FASTSPLIT (the 3xTF32 split's rounding in integer ops, finite operands only; these seven not
+measured: notes, session 25); for vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
 """
@@ -259,10 +260,21 @@ __device__ __forceinline__ void cluster_wait() {
 // >>> tf32 helpers (tools/tf32_mma.py reads this block for the probes)
 // v = big + small, both TF32 (round to nearest): three products per multiply-add (big*big +
 // big*small + small*big, fp32 accumulation) give fp32-level error on the tensor cores.
+#ifdef VAE_CK_FASTSPLIT
+// dev: cvt.rna.tf32.f32 is emulated on sm_90 (ptxas: FSETP for inf / NaN, IADD, SEL, LOP3 a conversion, ~9
+// instructions a split); for finite v, (bits + 0x1000) & ~0x1fff is the same rounding in 2. Not for NaN (a NaN
+// with its low 13 bits set can carry into the sign: wrong for NaN operands, so not a default as it stands).
+__device__ __forceinline__ uint32_t tf32_rna_finite(float v) { return (__float_as_uint(v) + 0x1000u) & 0xffffe000u; }
+__device__ __forceinline__ void split(float v, uint32_t& big, uint32_t& small) {
+  big = tf32_rna_finite(v);
+  small = tf32_rna_finite(v - __uint_as_float(big));
+}
+#else
 __device__ __forceinline__ void split(float v, uint32_t& big, uint32_t& small) {
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(v));
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(v - __uint_as_float(big)));
 }
+#endif
 // c += a b, mma.sync m16n8k8 TF32 with fp32 accumulation. Fragments (g = lane / 4, t = lane % 4):
 // A a0..a3 = (row g, col t), (g+8, t), (g, t+4), (g+8, t+4); B b0, b1 = (k t, n g), (k t+4, n g);
 // C c0..c3 = (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1).
