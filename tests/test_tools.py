@@ -125,6 +125,35 @@ def test_compiler_errors_keep_each_error_with_its_source_line_and_drop_header_wa
     assert compile_check.compiler_errors("nvcc fatal: Unknown option '-Xfoo'") == "nvcc fatal: Unknown option '-Xfoo'"
 
 
+SASS = """\
+\tcode for sm_90a
+\t\tFunction : _Z15vae_elbo_kernelILi9EEvPKfS1_
+\t.headerflags\t@"EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                 /* 0x00000a00ff017b82 */
+        /*10000*/                  FFMA R4, R5, R6, R4 ;                  /* 0x0000000605047223 */
+        /*10010*/              @!P0 FFMA.FTZ R4, R5, R6, R4 ;             /* 0x0000000605047223 */
+        /*10020*/              @PT HMMA.1688.F32.TF32 R180, R180, R168, RZ ;  /* 0x000000a8b4b4723c */
+\t\t..........
+\t\tFunction : _Z17draw_noise_kernelPfl
+        /*0000*/                   EXIT ;                                 /* 0x000000000000794d */
+"""
+
+
+def test_sass_counted_by_opcode_per_kernel_past_address_ffff_and_under_predicates():
+    counts = compile_check.sass_counts(SASS)
+    assert set(counts) == {"vae_elbo_kernel<9>", "draw_noise_kernel"}
+    assert counts["vae_elbo_kernel<9>"] == {"LDC": 1, "FFMA": 2, "HMMA": 1}
+    assert counts["draw_noise_kernel"] == {"EXIT": 1}
+
+
+def test_sass_option_refuses_a_bad_pattern_and_a_missing_cuobjdump(capsys, monkeypatch):
+    assert compile_check.main(["--sass", "(unclosed"]) == 2
+    assert "not a regular expression" in capsys.readouterr().err
+    monkeypatch.setattr(compile_check, "find_cuobjdump", lambda: "")
+    assert compile_check.main(["--sass", "vae"]) == 2
+    assert "needs cuobjdump" in capsys.readouterr().err
+
+
 def _sass_rows(*rows):
     """ncu's source-page rows as ncu_hotspots.read returns them: (SASS, samples, executions, long_sb samples)."""
     return [{"Source": src, "Warp Stall Sampling (All Samples)": str(n), "Instructions Executed": str(ex),

@@ -4,12 +4,21 @@ The device code of CUDA_SRC goes through nvcc for sm_90a with load_inline's flag
 report (a build through load_inline takes twice as long, and a grep over ptxas's output once hid an error:
 session 18). With --same-ptx-as, both sources go to PTX instead, normalized (nvcc's per-file hashes taken out),
 and the tool says whether the device code is the same: how a change that should not touch the default kernel
-is checked. Needs nvcc and torch's headers: CUDA_HOME and CPATH as in .ci/run. For example
+is checked; where it differs, the first lines of a diff say how. With --sass REGEX, the kernels whose
+demangled name matches get an instruction count by opcode from their SASS (cuobjdump: the toolkit's, or
+the copy in triton's wheel): how a change's instruction budget is weighed before a device call (session 25:
+cvt.rna.tf32.f32 is emulated on sm_90, ~4 instructions a conversion). Needs nvcc and torch's headers:
+CUDA_HOME and CPATH as in .ci/run. For example
 
     python3 tools/compile_check.py                                   # the default build
     python3 tools/compile_check.py -D VAE_WG_NO_LOAD -D VAE_PROFILE  # a dev switch
     python3 tools/compile_check.py --same-ptx-as @HEAD               # did the default device code change?
+    python3 tools/compile_check.py --sass 'vae_elbo_kernel<9>' -D VAE_CK_DMMA   # instructions by opcode
 """
+import collections
+import difflib
+import glob
+import shutil
 import argparse
 import os
 import re
@@ -76,6 +85,32 @@ def normalize_ptx(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//"))
 
 
+def sass_counts(sass: str) -> dict:
+    """cuobjdump -sass text -> {demangled kernel name: Counter of opcodes (the mnemonic before its first dot)}."""
+    counts = {}
+    for part in re.split(r"\n\s*Function : ", "\n" + sass)[1:]:
+        name = kernel_name(part.split("\n", 1)[0].strip())
+        ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)", part)
+        counts[name] = collections.Counter(ops)
+    return counts
+
+
+def find_cuobjdump() -> str:
+    """The toolkit's cuobjdump, else one on PATH, else the copy triton's wheel carries; '' where there is none."""
+    home = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "cuobjdump")
+    if os.path.isfile(home):
+        return home
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    try:
+        import triton
+        hits = glob.glob(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump"))
+    except ImportError:
+        hits = []
+    return hits[0] if hits else ""
+
+
 def compiler_errors(stderr: str) -> str:
     """nvcc's error lines, each with the two lines after it (the source line and its caret); all of stderr where
     no line says error (torch's headers add dozens of warnings that would bury them)."""
@@ -102,6 +137,8 @@ def nvcc(src: str, defines: list, what: str, workdir: str):
     if r.returncode == 0 and what == "ptx":
         with open(out) as f:
             text = f.read()
+    elif r.returncode == 0:
+        text = out   # the cubin's path
     return r.returncode, r.stderr, text
 
 
@@ -112,7 +149,22 @@ def main(argv=None) -> int:
                     help="a define for the build (a dev switch), repeatable")
     ap.add_argument("--same-ptx-as", metavar="FILE_OR_@REV",
                     help="compare the device code (PTX) with another source's instead of reporting registers")
+    ap.add_argument("--sass", metavar="REGEX",
+                    help="also count the SASS instructions by opcode of the kernels whose name matches REGEX")
     args = ap.parse_args(argv)
+    if args.sass is not None:
+        try:
+            re.compile(args.sass)
+        except re.error as e:
+            print(f"compile_check: --sass {args.sass!r} is not a regular expression: {e}", file=sys.stderr)
+            return 2
+        if args.same_ptx_as:
+            print("compile_check: --sass and --same-ptx-as are separate runs", file=sys.stderr)
+            return 2
+        if not find_cuobjdump():
+            print("compile_check: --sass needs cuobjdump (CUDA_HOME/bin, PATH or triton's wheel): none found",
+                  file=sys.stderr)
+            return 2
     try:
         src = cuda_source(source_path(args.solution))
         other = cuda_source(source_path(args.same_ptx_as)) if args.same_ptx_as else None
@@ -130,6 +182,18 @@ def main(argv=None) -> int:
             print(f"{'kernel':<32} {'registers':>9} {'spill st':>9} {'spill ld':>9} {'stack':>6}")
             for name, regs, st, ld, stack in rows:
                 print(f"{name:<32} {regs:>9} {st:>9} {ld:>9} {stack:>6}")
+            if args.sass is not None:
+                r = subprocess.run([find_cuobjdump(), "-sass", ptx], capture_output=True, text=True)
+                if r.returncode != 0:
+                    print(f"compile_check: cuobjdump failed (exit {r.returncode}): {r.stderr.strip()}", file=sys.stderr)
+                    return 1
+                shown = {k: v for k, v in sass_counts(r.stdout).items() if re.search(args.sass, k)}
+                if not shown:
+                    print(f"compile_check: no kernel matches --sass {args.sass!r}", file=sys.stderr)
+                    return 2
+                for name, ops in shown.items():
+                    top = ", ".join(f"{op} {n}" for op, n in ops.most_common(14))
+                    print(f"\n{name}: {sum(ops.values())} instructions; {top}")
             return 0
         rc, err, ptx_other = nvcc(other, args.defines, what, b)
         if rc != 0:
@@ -141,7 +205,9 @@ def main(argv=None) -> int:
         return 0
     differ = sum(1 for x, y in zip(mine, theirs) if x != y) + abs(len(mine) - len(theirs))
     print(f"device code differs: {args.solution} and {args.same_ptx_as} ({differ} of {max(len(mine), len(theirs))} "
-          f"PTX lines, position by position)")
+          f"PTX lines, position by position); the first lines of the diff (- {args.same_ptx_as}, + {args.solution}):")
+    diff = list(difflib.unified_diff(theirs, mine, lineterm="", n=1))[2:]
+    print("\n".join(diff[:24]) + (f"\n... {len(diff) - 24} more diff lines" if len(diff) > 24 else ""))
     return 1
 
 
