@@ -64,12 +64,8 @@ reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an inp
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE_PROFILE_CHUNKS the wg
 kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
-phase: GPU time by prefix), VAE_CK_W2A / VAE_CK_W2B (R <= 9: W2's operands into registers while the
-partials travel / W2's copies issued inside the encoder), VAE_CK_W2G (R <= 9: W2's operands loaded from global
-memory, no copies), VAE_CK_DMMA (R <= 9: the last layer on the tensor cores, pixels as M and rows as N),
-VAE_CK_ENC9 (R = 9's encoder in one pass of 9 rows), VAE_CK_W1LATE (R <= 9: W1's loads after the partials
-are sent), VAE_CK_FASTSPLIT (the 3xTF32 split's rounding in integer ops, finite operands only; these seven not
-measured: notes, session 25); for vae_elbo_kernel_wg VAE_WG_*
+phase: GPU time by prefix; seven more, not yet measured, in notes/ck-s25.patch: notes, session 25); for
+vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
 """
@@ -260,21 +256,10 @@ __device__ __forceinline__ void cluster_wait() {
 // >>> tf32 helpers (tools/tf32_mma.py reads this block for the probes)
 // v = big + small, both TF32 (round to nearest): three products per multiply-add (big*big +
 // big*small + small*big, fp32 accumulation) give fp32-level error on the tensor cores.
-#ifdef VAE_CK_FASTSPLIT
-// dev: cvt.rna.tf32.f32 is emulated on sm_90 (ptxas: FSETP for inf / NaN, IADD, SEL, LOP3 a conversion, ~9
-// instructions a split); for finite v, (bits + 0x1000) & ~0x1fff is the same rounding in 2. Not for NaN (a NaN
-// with its low 13 bits set can carry into the sign: wrong for NaN operands, so not a default as it stands).
-__device__ __forceinline__ uint32_t tf32_rna_finite(float v) { return (__float_as_uint(v) + 0x1000u) & 0xffffe000u; }
-__device__ __forceinline__ void split(float v, uint32_t& big, uint32_t& small) {
-  big = tf32_rna_finite(v);
-  small = tf32_rna_finite(v - __uint_as_float(big));
-}
-#else
 __device__ __forceinline__ void split(float v, uint32_t& big, uint32_t& small) {
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(v));
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(v - __uint_as_float(big)));
 }
-#endif
 // c += a b, mma.sync m16n8k8 TF32 with fp32 accumulation. Fragments (g = lane / 4, t = lane % 4):
 // A a0..a3 = (row g, col t), (g+8, t), (g, t+4), (g+8, t+4); B b0, b1 = (k t, n g), (k t+4, n g);
 // C c0..c3 = (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1).
@@ -653,10 +638,10 @@ struct W2Regs {
   float4 w[D_SLICE / 32][H / WARPS / 4];   // [slot j][i]: pixel l + 32 j, k = 32 w + 4 ((i + l % 8) % 8) + [0, 4)
   float2 x;                                // pixel 96 + l % 2, k = 32 w + 2 (l / 2) + {0, 1}
 };
-// w2: W2's slice (98 rows of H), in shared memory or (VAE_CK_W2G) in global memory
-__device__ __forceinline__ void load_w2_regs_from(const float* w2_slice, int warp, int lane, W2Regs& w) {
+template <int R>
+__device__ __forceinline__ void load_w2_regs(const float* smem, int warp, int lane, W2Regs& w) {
   constexpr int NS = D_SLICE / 32, KW = H / WARPS;
-  const float* w2 = w2_slice + warp * KW;
+  const float* w2 = smem + Smem<R>::W2 + warp * KW;
   const int rot = 4 * (lane & 7);
 #pragma unroll
   for (int j = 0; j < NS; ++j)
@@ -664,10 +649,6 @@ __device__ __forceinline__ void load_w2_regs_from(const float* w2_slice, int war
     for (int i = 0; i < KW / 4; ++i)
       w.w[j][i] = *reinterpret_cast<const float4*>(w2 + (lane + 32 * j) * H + ((4 * i + rot) & (KW - 1)));
   w.x = *reinterpret_cast<const float2*>(w2 + (32 * NS + (lane & 1)) * H + 2 * (lane >> 1));
-}
-template <int R>
-__device__ __forceinline__ void load_w2_regs(const float* smem, int warp, int lane, W2Regs& w) {
-  load_w2_regs_from(smem + Smem<R>::W2, warp, lane, w);
 }
 template <int R>
 __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane, const W2Regs& wr) {
@@ -733,118 +714,6 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
   }
 }
 
-#ifdef VAE_CK_DMMA
-// dev: the last layer at R <= 9 on the tensor cores with pixels as M and rows as N (mma m16n8k8 3xTF32: N = 8 =
-// rows 0-7, no padding; v7 put 9 rows in a 16-row M and lost). Warp w: k in [32 w, +32) as 4 k-steps, 7 m-tiles of
-// 16 pixels (98 -> 112, pixels past 97 read row 97 and are dropped). The k order inside a warp's 32: lane (g, t)'s
-// logical k t and t + 4 of k-step kk are k = 32 w + 8 t + 2 kk and + 1 (a function of t and kk only, as A's and
-// B's lanes must agree), so a lane's A values are 2 float4 of one W2 row and its B values 2 float4 of one h2 row.
-// Row 8 (R = 9) in fp32 FMAs from the same A values in registers, summed over the 4 lanes of a t-group.
-constexpr int DM_MT = (D_SLICE + 15) / 16;
-struct W2Frag { float4 a[DM_MT][2][2]; };   // [m-tile][pixel g, g + 8][half]: W2[16 mt + g (+ 8)][32 w + 8 t + 4 half + 0..3]
-__device__ __forceinline__ float f4at(const float4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
-__device__ __forceinline__ void load_w2_frag(const float* __restrict__ w2s, int warp, int lane, W2Frag& f) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int mt = 0; mt < DM_MT; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int p = min(16 * mt + g + 8 * h, D_SLICE - 1);
-#pragma unroll
-      for (int q = 0; q < 2; ++q)
-        f.a[mt][h][q] = __ldg(reinterpret_cast<const float4*>(w2s + (size_t)p * H + 32 * warp + 8 * t + 4 * q));
-    }
-}
-template <int R>
-__device__ __forceinline__ void dec_logits_mma8(float* smem, int warp, int lane, const W2Frag& f) {
-  using S = Smem<R>;
-  static_assert(R == 8 || R == 9, "rows 0-7 on the tensor cores, row 8 in FMAs");
-  const int g = lane >> 2, t = lane & 3;
-  float hv[8];
-  {
-    const float* hb = smem + S::HID2 + g * HS + 32 * warp + 8 * t;
-    const float4 h0 = *reinterpret_cast<const float4*>(hb), h1 = *reinterpret_cast<const float4*>(hb + 4);
-    hv[0] = h0.x; hv[1] = h0.y; hv[2] = h0.z; hv[3] = h0.w; hv[4] = h1.x; hv[5] = h1.y; hv[6] = h1.z; hv[7] = h1.w;
-  }
-  uint32_t bb[8], bs[8];
-#pragma unroll
-  for (int j = 0; j < 8; ++j) split(hv[j], bb[j], bs[j]);
-  float acc[DM_MT][4];
-#pragma unroll
-  for (int mt = 0; mt < DM_MT; ++mt) acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.f;
-#ifndef VAE_SKIP_DEC
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    uint32_t ab[DM_MT][4], as[DM_MT][4];
-#pragma unroll
-    for (int mt = 0; mt < DM_MT; ++mt) {   // a0..a3 = (pixel g, k 2kk), (g + 8, 2kk), (g, 2kk + 1), (g + 8, 2kk + 1)
-      split(f4at(f.a[mt][0][kk / 2], 2 * (kk % 2)), ab[mt][0], as[mt][0]);
-      split(f4at(f.a[mt][1][kk / 2], 2 * (kk % 2)), ab[mt][1], as[mt][1]);
-      split(f4at(f.a[mt][0][kk / 2], 2 * (kk % 2) + 1), ab[mt][2], as[mt][2]);
-      split(f4at(f.a[mt][1][kk / 2], 2 * (kk % 2) + 1), ab[mt][3], as[mt][3]);
-    }
-#pragma unroll
-    for (int mt = 0; mt < DM_MT; ++mt) mma(acc[mt], as[mt], bb[2 * kk], bb[2 * kk + 1]);   // the small products first
-#pragma unroll
-    for (int mt = 0; mt < DM_MT; ++mt) mma(acc[mt], ab[mt], bs[2 * kk], bs[2 * kk + 1]);
-#pragma unroll
-    for (int mt = 0; mt < DM_MT; ++mt) mma(acc[mt], ab[mt], bb[2 * kk], bb[2 * kk + 1]);
-  }
-#endif
-  float acc8[DM_MT][2];   // row 8: pixel 16 mt + g (+ 8) over this lane's 8 k, then over the t-group
-  if constexpr (R == 9) {
-    const float* hb = smem + S::HID2 + 8 * HS + 32 * warp + 8 * t;
-    const float4 h0 = *reinterpret_cast<const float4*>(hb), h1 = *reinterpret_cast<const float4*>(hb + 4);
-#pragma unroll
-    for (int mt = 0; mt < DM_MT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float4 w0 = f.a[mt][h][0], w1 = f.a[mt][h][1];
-        float a = w0.x * h0.x;
-        a = fmaf(w0.y, h0.y, a); a = fmaf(w0.z, h0.z, a); a = fmaf(w0.w, h0.w, a);
-        a = fmaf(w1.x, h1.x, a); a = fmaf(w1.y, h1.y, a); a = fmaf(w1.z, h1.z, a); a = fmaf(w1.w, h1.w, a);
-        acc8[mt][h] = a;
-      }
-#pragma unroll
-    for (int o = 1; o <= 2; o <<= 1)
-#pragma unroll
-      for (int mt = 0; mt < DM_MT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) acc8[mt][h] += __shfl_xor_sync(0xffffffffu, acc8[mt][h], o);
-  }
-  float* part = smem + S::PART + (warp % DEC_KG) * R * PART_LD;
-  auto put = [&](bool add) {
-#pragma unroll
-    for (int mt = 0; mt < DM_MT; ++mt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int p = 16 * mt + g + 8 * (c / 2), r = 2 * t + (c % 2);
-        if (p < D_SLICE) {
-          float* d = part + r * PART_LD + p;
-          *d = add ? *d + acc[mt][c] : acc[mt][c];
-        }
-      }
-    if constexpr (R == 9) {
-      if (t == 0) {
-#pragma unroll
-        for (int mt = 0; mt < DM_MT; ++mt) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int p = 16 * mt + g + 8 * h;
-            if (p < D_SLICE) {
-              float* d = part + 8 * PART_LD + p;
-              *d = add ? *d + acc8[mt][h] : acc8[mt][h];
-            }
-          }
-        }
-      }
-    }
-  };
-  if (warp >= DEC_KG) put(false);   // warps 4-7 store, warps 0-3 add theirs (fixed order), as dec_logits_ffma
-  __syncthreads();
-  if (warp < DEC_KG) put(true);
-}
-#endif
 // acc[u RN + r] (this lane's partials) summed over the warp, + be, relu -> HID rows r0 + r, units unit0 + u
 template <int R, int RN>
 __device__ __forceinline__ void enc_store(float* smem, float (&acc)[ENC_U * RN], const float* __restrict__ be,
@@ -873,30 +742,6 @@ __device__ __forceinline__ void enc_rows(float* smem, const WarpRows<ENC_U, D>& 
 #endif
   enc_store<R, RN>(smem, acc, be, unit0, r0, lane);
 }
-#ifdef VAE_CK_ENC9
-// dev: R = 9's encoder in one pass over K (9 rows: 36 accumulators a lane), not a pass of 8 rows and a pass of the
-// 9th; the partials then reduced as rows 0-7 (32 entries) and row 8 (4): each sum in the same order as before
-template <class Pass>
-__device__ __forceinline__ void enc_rows9(float* smem, const WarpRows<ENC_U, D>& w,
-                                          const float* __restrict__ be, int unit0, int lane, Pass pass) {
-  constexpr int RN = 9;
-  float acc[ENC_U * RN];
-#pragma unroll
-  for (int i = 0; i < ENC_U * RN; ++i) acc[i] = 0.f;
-#ifndef VAE_SKIP_ENC
-  dot_rows<RN, ENC_U, D>(w, smem + Smem<RN>::X, lane, acc, pass);
-#endif
-  float a8[ENC_U * 8], a1[ENC_U];
-#pragma unroll
-  for (int u = 0; u < ENC_U; ++u) {
-#pragma unroll
-    for (int r = 0; r < 8; ++r) a8[u * 8 + r] = acc[u * RN + r];
-    a1[u] = acc[u * RN + 8];
-  }
-  enc_store<RN, 8>(smem, a8, be, unit0, 0, lane);
-  enc_store<RN, 1>(smem, a1, be, unit0, 8, lane);
-}
-#endif
 
 
 // This block's slice of an activation (R rows, LD floats apart; units [32 rank, +32)) into the same place
@@ -995,11 +840,7 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll
     for (int i = 0; i < 6; ++i) mbar_init(&bars[i]);
     mbar_expect(&bars[BAR_X], (uint32_t)(rows * D * sizeof(float)));
-#if defined(VAE_CK_W2G) || defined(VAE_CK_DMMA)   // dev: R <= 9 loads W2's operands from global memory, no copies
-    mbar_expect(&bars[BAR_W2], R <= 9 ? 0u : (uint32_t)(D_SLICE * H * sizeof(float)));
-#else
     mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // one bulk copy per row, below
-#endif
     if constexpr (R <= 9) {   // row owners: mu | logvar partials of own rows in, h2 rows of the others in, recon partials in
       const uint32_t own = (uint32_t)owned_rows<R>(rank);
       mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * own * 2 * L * sizeof(float)));   // mu | logvar partials
@@ -1036,23 +877,11 @@ vae_elbo_kernel(const float* __restrict__ x,
         __syncwarp();   // a memory barrier for the warp: ptxas keeps the weak loads below after pass it - 1
         load_pass<false>(We, unit0, lane, w, it + ENC_AHEAD);
       }
-#if defined(VAE_CK_W2B) && !defined(VAE_CK_W2G) && !defined(VAE_CK_DMMA)   // dev: R <= 9, W2's copies issued in the
-                    // encoder's first chunk, one pass after We's last loads (W2G and DMMA copy nothing)
-      if constexpr (R <= 9)
-        if (it == WarpRows<ENC_U, D>::FULL - ENC_AHEAD + 1 && warp == 0) issue_w2_rows<R>(smem, W2, rank, lane, bars);
-#endif
     };
-#ifdef VAE_CK_ENC9
-    if constexpr (R == 9) {
-      enc_rows9(smem, w, be, unit0, lane, we_pass);
-    } else
-#endif
-    {
-      enc_rows<R, RC>(smem, w, be, unit0, 0, lane, we_pass);
+    enc_rows<R, RC>(smem, w, be, unit0, 0, lane, we_pass);
 #pragma unroll 1
-      for (int q = 1; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
-      if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
-    }
+    for (int q = 1; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
+    if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
   }
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 2   // dev (wrong results): up to the encoder (its h read back)
   __syncthreads();
@@ -1064,11 +893,7 @@ vae_elbo_kernel(const float* __restrict__ x,
   if (B > 0) return;
 #endif
   PROF(11);   // the encoder's arithmetic done (PROF(2) follows the copies' issue)
-#ifdef VAE_CK_DMMA
-  W2Frag w2f;   // R <= 9: the last layer's A fragments (W2), from global memory after the encoder
-#else
   W2Regs w2r;   // R <= 9: the last layer's W2 operands, from smem into registers while h2 arrives
-#endif
   if constexpr (R <= 9) {
     // ---- phases 2-3 by row owners (v18, v19). Block b owns rows b, b + 8 (< R). Every block computes mu | logvar
     // partials over its own 32 h units for all R rows (8 KB of Wmu | Wlv a block); row r's 64 partials go to its
@@ -1089,22 +914,11 @@ vae_elbo_kernel(const float* __restrict__ x,
       wp[1] = __ldg(reinterpret_cast<const float4*>(M) + 1);
     }
     float4 w1r[8];
-    auto load_w1 = [&]() {
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
-        w1r[i] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(32 * warp + lane / 8 + 4 * i) * L) + lane % 8);
-    };
-#ifndef VAE_CK_W1LATE
-    load_w1();
-#endif
+    for (int i = 0; i < 8; ++i)
+      w1r[i] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(32 * warp + lane / 8 + 4 * i) * L) + lane % 8);
     // W2's slice, issued after the loads above, which are needed first
-#if defined(VAE_CK_DMMA)
-    load_w2_frag(W2 + (size_t)rank * D_SLICE * H, warp, lane, w2f);
-#elif defined(VAE_CK_W2G)   // dev: W2's operands straight from global memory into registers (no smem copy, no smem reads)
-    load_w2_regs_from(W2 + (size_t)rank * D_SLICE * H, warp, lane, w2r);
-#elif !defined(VAE_CK_W2B)
     if (warp == 0) issue_w2_rows<R>(smem, W2, rank, lane, bars);
-#endif
     const int unit3 = 32 * warp + lane / 8 + 4 * (lane % 8);   // the unit this lane's reduce-scatter ends with
     const float bias3 = __ldg(b1 + unit3);
     const float b2v = tid < D_SLICE ? __ldg(b2 + rank * D_SLICE + tid) : 0.f;   // stored once it has landed
@@ -1143,16 +957,7 @@ vae_elbo_kernel(const float* __restrict__ x,
         else st_async(cluster_addr(slot, dst), v, cluster_addr(&bars[BAR_HID], dst));
       }
     }
-#ifdef VAE_CK_W1LATE   // dev: W1 (32 KB a block, needed after the partials land) loaded once the partials are sent, so
-                      // its 8 LDG.128 a thread are not issued between the encoder and the partials
-    load_w1();
-#endif
     if (zi < own && zr < rows) eps = noise_source(noise)((uint64_t)(row0 + zr) * L + zj);   // while they travel (v19)
-#if defined(VAE_CK_W2A) && !defined(VAE_CK_W2G) && !defined(VAE_CK_DMMA)   // dev: W2's operands into registers while the partials travel
-    mbar_wait(&bars[BAR_W2], 0);
-    load_w2_regs<R>(smem, warp, lane, w2r);
-    PROF(6);
-#endif
     mbar_wait_cluster(&bars[BAR_HID], 0);
     __syncthreads();   // the owned rows' partials complete (own and the peers')
     PROF(3);
@@ -1212,11 +1017,9 @@ vae_elbo_kernel(const float* __restrict__ x,
       }
     }
     PROF(4);   // own h2 rows pushed
-#if !defined(VAE_CK_W2A) && !defined(VAE_CK_W2G) && !defined(VAE_CK_DMMA)
     mbar_wait(&bars[BAR_W2], 0);
     load_w2_regs<R>(smem, warp, lane, w2r);
     PROF(6);   // W2's operands in registers
-#endif
     mbar_wait_cluster(&bars[BAR_H2], 0);
     PROF(5);   // h2 landed
   } else {
@@ -1305,11 +1108,7 @@ vae_elbo_kernel(const float* __restrict__ x,
   // ---- phase 4: decoder output logits (dec_logits_ffma at R <= 9, W2 already in registers; else
   // dec_logits_mma); partial logits per k-group to PART
   if constexpr (R <= 9) {
-#ifdef VAE_CK_DMMA
-    dec_logits_mma8<R>(smem, warp, lane, w2f);
-#else
     dec_logits_ffma<R>(smem, warp, lane, w2r);
-#endif
   } else {
     mbar_wait(&bars[BAR_W2], 0);
     PROF(6);
