@@ -714,19 +714,6 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
   }
 }
 
-// acc[u RN + r] (this lane's partials) summed over the warp, + be, relu -> HID rows r0 + r, units unit0 + u
-template <int R, int RN>
-__device__ __forceinline__ void enc_store(float* smem, float (&acc)[ENC_U * RN], const float* __restrict__ be,
-                                          int unit0, int r0, int lane) {
-  using S = Smem<R>;
-  constexpr int N = ENC_U * RN;
-  warp_reduce_scatter<N>(acc, lane);
-#pragma unroll
-  for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
-    const int e = scatter_entry<N>(lane, t), u = e / RN, r = r0 + e % RN;
-    if (scatter_writer<N>(lane)) smem[S::HID + r * H + unit0 + u] = fmaxf(acc[t] + __ldg(be + unit0 + u), 0.f);
-  }
-}
 // Encoder, one warp: units [unit0, unit0+4) x rows [r0, r0+RN), lanes split K=784 with this warp's
 // We rows in registers; h = relu(. + be) -> own smem HID.
 template <int R, int RN, class Pass = NoPass>
@@ -740,7 +727,12 @@ __device__ __forceinline__ void enc_rows(float* smem, const WarpRows<ENC_U, D>& 
 #ifndef VAE_SKIP_ENC
   dot_rows<RN, ENC_U, D>(w, smem + S::X + r0 * D, lane, acc, pass);
 #endif
-  enc_store<R, RN>(smem, acc, be, unit0, r0, lane);
+  warp_reduce_scatter<N>(acc, lane);
+#pragma unroll
+  for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
+    const int e = scatter_entry<N>(lane, t), u = e / RN, r = r0 + e % RN;
+    if (scatter_writer<N>(lane)) smem[S::HID + r * H + unit0 + u] = fmaxf(acc[t] + __ldg(be + unit0 + u), 0.f);
+  }
 }
 
 
@@ -798,17 +790,6 @@ __device__ __forceinline__ void mulv_rows(float* smem, const WarpRows<1, H>& w, 
 //   5  warp w -> rows w, w + 8: logits summed, BCE terms (bce_term_sp) and the row's sum in one pass, pushed to
 //      the row's gatherer (R <= 9 its owner, else rank 0), which sums in fixed order and writes the outputs.
 // ---------------------------------------------------------------------------
-// R <= 9, warp 0: W2's slice, 98 rows unpadded (dec_logits_ffma reads them rotated), as 7 bulk copies of 14 rows
-// (98 one-row copies kept the issuing warps ~1 us before the h push), counted on BAR_W2
-template <int R>
-__device__ __forceinline__ void issue_w2_rows(float* smem, const float* __restrict__ W2, int rank, int lane, uint64_t* bars) {
-  constexpr int W2_ROWS = 14;
-  static_assert(D_SLICE % W2_ROWS == 0 && D_SLICE / W2_ROWS <= 32, "one copy per lane of warp 0");
-  if (lane < D_SLICE / W2_ROWS)
-    bulk_copy(smem + Smem<R>::W2 + lane * W2_ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * W2_ROWS) * H,
-              (uint32_t)(W2_ROWS * H * sizeof(float)), &bars[BAR_W2]);
-}
-
 template <int R>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
 vae_elbo_kernel(const float* __restrict__ x,
@@ -840,7 +821,7 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll
     for (int i = 0; i < 6; ++i) mbar_init(&bars[i]);
     mbar_expect(&bars[BAR_X], (uint32_t)(rows * D * sizeof(float)));
-    mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // one bulk copy per row, below
+    mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // W2's slice, by bulk copies below
     if constexpr (R <= 9) {   // row owners: mu | logvar partials of own rows in, h2 rows of the others in, recon partials in
       const uint32_t own = (uint32_t)owned_rows<R>(rank);
       mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * own * 2 * L * sizeof(float)));   // mu | logvar partials
@@ -872,13 +853,12 @@ vae_elbo_kernel(const float* __restrict__ x,
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 1   // dev (wrong results): up to the x tile
     if (B > 0) return;
 #endif
-    auto we_pass = [&](int it) {
+    enc_rows<R, RC>(smem, w, be, unit0, 0, lane, [&](int it) {
       if (it + ENC_AHEAD <= WarpRows<ENC_U, D>::FULL) {
         __syncwarp();   // a memory barrier for the warp: ptxas keeps the weak loads below after pass it - 1
         load_pass<false>(We, unit0, lane, w, it + ENC_AHEAD);
       }
-    };
-    enc_rows<R, RC>(smem, w, be, unit0, 0, lane, we_pass);
+    });
 #pragma unroll 1
     for (int q = 1; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
     if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
@@ -917,8 +897,13 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll
     for (int i = 0; i < 8; ++i)
       w1r[i] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(32 * warp + lane / 8 + 4 * i) * L) + lane % 8);
-    // W2's slice, issued after the loads above, which are needed first
-    if (warp == 0) issue_w2_rows<R>(smem, W2, rank, lane, bars);
+    // W2's slice, 98 rows unpadded (dec_logits_ffma reads them rotated), 7 copies of 14 rows (98 one-row copies
+    // kept the issuing warps ~1 us before the partials), issued after the loads above, which are needed first
+    constexpr int W2_ROWS = 14;
+    static_assert(D_SLICE % W2_ROWS == 0 && D_SLICE / W2_ROWS <= 32, "one copy per lane of warp 0");
+    if (warp == 0 && lane < D_SLICE / W2_ROWS)
+      bulk_copy(smem + S::W2 + lane * W2_ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * W2_ROWS) * H,
+                (uint32_t)(W2_ROWS * H * sizeof(float)), &bars[BAR_W2]);
     const int unit3 = 32 * warp + lane / 8 + 4 * (lane % 8);   // the unit this lane's reduce-scatter ends with
     const float bias3 = __ldg(b1 + unit3);
     const float b2v = tid < D_SLICE ? __ldg(b2 + rank * D_SLICE + tid) : 0.f;   // stored once it has landed

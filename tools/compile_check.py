@@ -15,13 +15,13 @@ CUDA_HOME and CPATH as in .ci/run. For example
     python3 tools/compile_check.py --same-ptx-as @HEAD               # did the default device code change?
     python3 tools/compile_check.py --sass 'vae_elbo_kernel<9>' -D VAE_CK_DMMA   # instructions by opcode
 """
+import argparse
 import collections
 import difflib
 import glob
-import shutil
-import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -122,7 +122,8 @@ def compiler_errors(stderr: str) -> str:
 
 
 def nvcc(src: str, defines: list, what: str, workdir: str):
-    """Compile CUDA source text to a cubin (ptxas report) or PTX; (returncode, stderr, output text or '')."""
+    """Compile CUDA source text to a cubin (ptxas report) or PTX; (returncode, stderr, the PTX text for "ptx" or the
+    cubin's path for "cubin", '' on failure)."""
     from torch.utils.cpp_extension import include_paths
     cu = os.path.join(workdir, "cuda.cu")
     with open(cu, "w") as f:
@@ -173,7 +174,7 @@ def main(argv=None) -> int:
         return 2
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         what = "ptx" if other is not None else "cubin"
-        rc, err, ptx = nvcc(src, args.defines, what, a)
+        rc, err, output = nvcc(src, args.defines, what, a)
         if rc != 0:
             print(f"compile_check: nvcc failed on {args.solution} (exit {rc}):\n{compiler_errors(err)}", file=sys.stderr)
             return 1
@@ -183,7 +184,7 @@ def main(argv=None) -> int:
             for name, regs, st, ld, stack in rows:
                 print(f"{name:<32} {regs:>9} {st:>9} {ld:>9} {stack:>6}")
             if args.sass is not None:
-                r = subprocess.run([find_cuobjdump(), "-sass", ptx], capture_output=True, text=True)
+                r = subprocess.run([find_cuobjdump(), "-sass", output], capture_output=True, text=True)
                 if r.returncode != 0:
                     print(f"compile_check: cuobjdump failed (exit {r.returncode}): {r.stderr.strip()}", file=sys.stderr)
                     return 1
@@ -199,7 +200,7 @@ def main(argv=None) -> int:
         if rc != 0:
             print(f"compile_check: nvcc failed on {args.same_ptx_as} (exit {rc}):\n{compiler_errors(err)}", file=sys.stderr)
             return 1
-    mine, theirs = normalize_ptx(ptx).splitlines(), normalize_ptx(ptx_other).splitlines()
+    mine, theirs = normalize_ptx(output).splitlines(), normalize_ptx(ptx_other).splitlines()
     if mine == theirs:
         print(f"same device code: {args.solution} and {args.same_ptx_as} ({len(mine)} PTX lines)")
         return 0

@@ -9,8 +9,8 @@ issued, h slices landed, z landed, decoder hidden done, W2 landed, last layer do
 the BCE pass's start. At R <= 9 (phases 2-3 by row owners) "h landed" is the owned rows' mu | logvar partials
 landed, "z landed" the block's own h2 rows pushed, "dec hidden" every h2 row landed, "W2 landed" W2's
 operands loaded into registers (before the h2 wait; with notes/ck-s25.patch's VAE_CK_W2A while the partials
-travel), "BCE
-done" the last layer's end, and every block stores its owned rows (the rank-0 columns show rank 0's).
+travel), "BCE done" the last layer's end, and every block stores its owned rows (the rank-0 columns show
+rank 0's).
 
 Run on the GPU machine from the repository root (about a minute with the build):
     python3 tools/timeline.py [--sizes 1,128] [--flags="-DVAE_CK_STOP=3"]
