@@ -104,6 +104,28 @@ def test_ptx_normalized_across_compiles_but_not_across_code():
     assert compile_check.normalize_ptx(a) != compile_check.normalize_ptx(b.replace(", 1;", ", 2;"))
 
 
+PTX_TWO_KERNELS = """.global .u32 g;
+.visible .entry _Z15vae_elbo_kernelILi9EEvPKf(
+add.s32 %r1, %r2, 1;
+}
+.visible .entry _Z15vae_elbo_kernelILi16EEvPKf(
+add.s32 %r1, %r2, 3;
+}"""
+
+
+def test_ptx_compared_kernel_by_kernel():
+    changed = PTX_TWO_KERNELS.replace("%r2, 3;", "%r2, 4;")
+    assert compile_check.entries_that_differ(changed, PTX_TWO_KERNELS) == (
+        ["vae_elbo_kernel<16>"], ["vae_elbo_kernel<9>"])
+    assert compile_check.entries_that_differ(PTX_TWO_KERNELS, PTX_TWO_KERNELS) == (
+        [], ["vae_elbo_kernel<16>", "vae_elbo_kernel<9>"])
+    globals_changed = PTX_TWO_KERNELS.replace(".u32 g;", ".u64 g;")
+    assert compile_check.entries_that_differ(globals_changed, PTX_TWO_KERNELS)[0] == ["(module globals)"]
+    only_one = PTX_TWO_KERNELS.split(".visible .entry _Z15vae_elbo_kernelILi16")[0]
+    assert compile_check.entries_that_differ(only_one, PTX_TWO_KERNELS) == (
+        ["vae_elbo_kernel<16>"], ["vae_elbo_kernel<9>"])
+
+
 def test_source_without_cuda_src_is_named(tmp_path, capsys):
     bad = tmp_path / "solution.py"
     bad.write_text("print('no kernel here')\n")

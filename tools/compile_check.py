@@ -85,6 +85,27 @@ def normalize_ptx(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//"))
 
 
+def ptx_entries(text: str) -> dict:
+    """Normalized PTX -> {demangled kernel name: its lines, from `.entry` to the next one}; what precedes the
+    first entry (the module's globals) under ''."""
+    parts, name = {"": []}, ""
+    for line in text.splitlines():
+        m = re.search(r"\.entry\s+([A-Za-z_$][\w$]*)", line)
+        if m:
+            name = kernel_name(m.group(1))
+            parts[name] = []
+        parts[name].append(line)
+    return parts
+
+
+def entries_that_differ(mine: str, theirs: str) -> tuple:
+    """(kernels whose PTX differs or is in one text only, kernels with the same PTX), both sorted."""
+    a, b = ptx_entries(mine), ptx_entries(theirs)
+    differ = sorted(k or "(module globals)" for k in set(a) | set(b) if a.get(k) != b.get(k))
+    same = sorted(k for k in set(a) & set(b) if k and a[k] == b[k])
+    return differ, same
+
+
 def sass_counts(sass: str) -> dict:
     """cuobjdump -sass text -> {demangled kernel name: Counter of opcodes (the mnemonic before its first dot)}."""
     counts = {}
@@ -207,6 +228,8 @@ def main(argv=None) -> int:
     differ = sum(1 for x, y in zip(mine, theirs) if x != y) + abs(len(mine) - len(theirs))
     print(f"device code differs: {args.solution} and {args.same_ptx_as} ({differ} of {max(len(mine), len(theirs))} "
           f"PTX lines, position by position); the first lines of the diff (- {args.same_ptx_as}, + {args.solution}):")
+    changed, same = entries_that_differ(normalize_ptx(output), normalize_ptx(ptx_other))
+    print(f"kernels that differ: {', '.join(changed)}; the same: {', '.join(same) or 'none'}")
     diff = list(difflib.unified_diff(theirs, mine, lineterm="", n=1))[2:]
     print("\n".join(diff[:24]) + (f"\n... {len(diff) - 24} more diff lines" if len(diff) > 24 else ""))
     return 1
