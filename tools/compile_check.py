@@ -87,7 +87,7 @@ def normalize_ptx(text: str) -> str:
 
 def ptx_entries(text: str) -> dict:
     """Normalized PTX -> {demangled kernel name: its lines, from `.entry` to the next one}; what precedes the
-    first entry (the module's globals) under ''."""
+    first entry (the module's globals) under ''. A `.func` between two entries counts with the one before it."""
     parts, name = {"": []}, ""
     for line in text.splitlines():
         m = re.search(r"\.entry\s+([A-Za-z_$][\w$]*)", line)
@@ -227,9 +227,10 @@ def main(argv=None) -> int:
         return 0
     differ = sum(1 for x, y in zip(mine, theirs) if x != y) + abs(len(mine) - len(theirs))
     print(f"device code differs: {args.solution} and {args.same_ptx_as} ({differ} of {max(len(mine), len(theirs))} "
-          f"PTX lines, position by position); the first lines of the diff (- {args.same_ptx_as}, + {args.solution}):")
+          f"PTX lines, position by position)")
     changed, same = entries_that_differ(normalize_ptx(output), normalize_ptx(ptx_other))
     print(f"kernels that differ: {', '.join(changed)}; the same: {', '.join(same) or 'none'}")
+    print(f"the first lines of the diff (- {args.same_ptx_as}, + {args.solution}):")
     diff = list(difflib.unified_diff(theirs, mine, lineterm="", n=1))[2:]
     print("\n".join(diff[:24]) + (f"\n... {len(diff) - 24} more diff lines" if len(diff) > 24 else ""))
     return 1
