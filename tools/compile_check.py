@@ -221,14 +221,15 @@ def main(argv=None) -> int:
         if rc != 0:
             print(f"compile_check: nvcc failed on {args.same_ptx_as} (exit {rc}):\n{compiler_errors(err)}", file=sys.stderr)
             return 1
-    mine, theirs = normalize_ptx(output).splitlines(), normalize_ptx(ptx_other).splitlines()
+    mine_text, theirs_text = normalize_ptx(output), normalize_ptx(ptx_other)
+    mine, theirs = mine_text.splitlines(), theirs_text.splitlines()
     if mine == theirs:
         print(f"same device code: {args.solution} and {args.same_ptx_as} ({len(mine)} PTX lines)")
         return 0
     differ = sum(1 for x, y in zip(mine, theirs) if x != y) + abs(len(mine) - len(theirs))
     print(f"device code differs: {args.solution} and {args.same_ptx_as} ({differ} of {max(len(mine), len(theirs))} "
           f"PTX lines, position by position)")
-    changed, same = entries_that_differ(normalize_ptx(output), normalize_ptx(ptx_other))
+    changed, same = entries_that_differ(mine_text, theirs_text)
     print(f"kernels that differ: {', '.join(changed)}; the same: {', '.join(same) or 'none'}")
     print(f"the first lines of the diff (- {args.same_ptx_as}, + {args.solution}):")
     diff = list(difflib.unified_diff(theirs, mine, lineterm="", n=1))[2:]
