@@ -24,7 +24,7 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
   while the batch fits one wave of clusters, else 16. In between, at R = 8, 9 block b owns rows b and
   b + 8: it gets their mu | logvar partials over each block's h slice (an all-to-all) and sums them, runs z
   and the decoder hidden layer of those rows whole and all-gathers their h2 rows (no z exchange), and
-  writes their outputs; at R = 16
+  writes their outputs (v21: a ninth warp draws those rows' noise at entry, beside the encoder, and exits); at R = 16
   every block runs 1/8 of those layers' units for all rows (h, z and h2 all-gathered, rank 0 writes).
   Its last layer (h2 W2^T, the block's 98 pixels) runs in fp32 FMAs at R = 8, 9 (W2's operands loaded
   from shared memory into registers while h2 is exchanged) and on the tensor cores at R = 16 (mma.sync
@@ -64,7 +64,8 @@ reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an inp
 Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE_PROFILE_CHUNKS the wg
 kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
-phase: GPU time by prefix; six more in notes/ck-s25.patch, slower or flat in session 26), VAE_CK_ONLY (only the
+phase: GPU time by prefix; six more in notes/ck-s25.patch (applies to v20's solution.py, 4f9932a), slower or flat
+in session 26), VAE_CK_ONLY (only the
 cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
@@ -588,6 +589,15 @@ __device__ __forceinline__ float bce_term_sp(float logit, float xv) {
 // computed and dropped) = h2 . W2 slice^T over k-steps [8 kg, 8 kg + 8), in 3xTF32; written to
 // PART[kg] (rows < R). Each product runs over all NT tiles before the next, so NT independent
 // accumulator chains are in flight (one dependent chain per warp leaves the tensor cores idle).
+// The cluster kernel's block barrier. At R <= 9 a ninth warp draws the owned rows' noise at entry beside the encoder
+// (v21) and exits after handing it over on named barrier 3 (bar.arrive there, bar.sync by the 256 main threads before
+// z), so the main warps' block barriers are named barrier 1 over their 256 threads; R = 16 has 8 warps.
+template <int R> __device__ __forceinline__ void ck_sync() {
+  if constexpr (R <= 9) asm volatile("bar.sync 1, %0;" :: "n"(THREADS) : "memory");
+  else __syncthreads();
+}
+template <int R> constexpr int ck_threads() { return R <= 9 ? THREADS + 32 : THREADS; }   // launch shape
+
 template <int R, int NT>
 __device__ __forceinline__ void dec_logits_mma(float* smem, int kg, int nt0, int lane) {
   using S = Smem<R>;
@@ -708,7 +718,7 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
 #pragma unroll
       for (int r = 0; r < R; ++r) part[r * PART_LD + 32 * NS + lane] = accx[r];
   }
-  __syncthreads();
+  ck_sync<R>();
   if (warp < DEC_KG) {
 #pragma unroll
     for (int j = 0; j < NS; ++j)
@@ -777,7 +787,9 @@ __device__ __forceinline__ void mulv_rows(float* smem, const WarpRows<1, H>& w, 
 // receiver's mbarrier, so a block waits only for the data it needs: no cluster barrier after the
 // one at the start (which makes every block's mbarriers valid before anyone writes to them).
 // Dot products run on chunks of 8 rows, then the R % 8 rows left.
-//   0  mbarriers; bulk copy of the x tile; We's first ENC_AHEAD passes to registers
+//   0  mbarriers; bulk copy of the x tile; We's first ENC_AHEAD passes to registers; R <= 9: warp 8 (the noise warp)
+//      draws the owned rows' noise into Z, hands it over on named barrier 3 and exits (v21; until v20 the
+//      owners' threads drew it while the partials travelled, ~1.2 us a draw on the path to z)
 //   1  encoder: warp w -> units 32 rank + 4w + [0,4), lanes split K=784 (We's later passes loaded during the
 //      first chunk); h slice -> own HID
 //   R <= 9 (row owners: block b owns rows b, b + 8):
@@ -798,7 +810,7 @@ __device__ __forceinline__ void mulv_rows(float* smem, const WarpRows<1, H>& w, 
 //      the row's gatherer (R <= 9 its owner, else rank 0), which sums in fixed order and writes the outputs.
 // ---------------------------------------------------------------------------
 template <int R>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(ck_threads<R>(), 1)
 vae_elbo_kernel(const float* __restrict__ x,
                 const float* __restrict__ We, const float* __restrict__ be,
                 const float* __restrict__ Wmu, const float* __restrict__ bmu,
@@ -844,6 +856,21 @@ vae_elbo_kernel(const float* __restrict__ x,
     bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
   }
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
+  if constexpr (R <= 9) {
+    if (warp == WARPS) {   // the noise warp: lane j draws latent j of each owned row into Z (z overwrites it)
+      const int own = owned_rows<R>(rank);
+      float e[2] = {0.f, 0.f};
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        if (i < own && rank + CLUSTER * i < rows) e[i] = noise_source(noise)((uint64_t)(row0 + rank + CLUSTER * i) * L + lane);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        if (i < own) smem[S::Z + i * L + lane] = e[i];
+      asm volatile("bar.arrive 3, %0;" :: "n"(THREADS + 32) : "memory");
+      cluster_wait();
+      return;
+    }
+  }
   for (int i = rows * D + tid; i < R * D; i += THREADS) smem[S::X + i] = 0.f;   // rows past B
 
   // ---- phase 1: encoder, h = relu(x We^T + be)
@@ -855,7 +882,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     for (int it = 0; it < ENC_AHEAD; ++it) load_pass<false>(We, unit0, lane, w, it);   // the rest inside the first chunk
 #endif
     mbar_wait(&bars[BAR_X], 0);
-    __syncthreads();   // zero-filled rows visible
+    ck_sync<R>();   // zero-filled rows visible
     PROF(1);
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 1   // dev (wrong results): up to the x tile
     if (B > 0) return;
@@ -871,7 +898,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
   }
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 2   // dev (wrong results): up to the encoder (its h read back)
-  __syncthreads();
+  ck_sync<R>();
   if (tid < rows) {
     float hs = 0.f;
     for (int u = 0; u < H_SLICE; ++u) hs += smem[S::HID + tid * H + rank * H_SLICE + u];
@@ -921,7 +948,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       bl = __ldg(blv + zj);
     }
     PROF(2);
-    __syncthreads();   // own h slice complete
+    ck_sync<R>();   // own h slice complete
     {
       float* stage = smem + S::PART + MVP_STAGE;   // [R][2L] this block's partials
 #pragma unroll
@@ -936,7 +963,7 @@ vae_elbo_kernel(const float* __restrict__ x,
         if (gp == 0) stage[r * 2 * L + jp] = t;
       }
     }
-    __syncthreads();   // partials staged
+    ck_sync<R>();   // partials staged
     cluster_wait();    // every block of the cluster has started (cheap by now)
     {
       // row r's 16 float4 -> owner r % 8's slot [rank][r / 8]; own rows into own slots
@@ -949,9 +976,9 @@ vae_elbo_kernel(const float* __restrict__ x,
         else st_async(cluster_addr(slot, dst), v, cluster_addr(&bars[BAR_HID], dst));
       }
     }
-    if (zi < own && zr < rows) eps = noise_source(noise)((uint64_t)(row0 + zr) * L + zj);   // while they travel (v19)
     mbar_wait_cluster(&bars[BAR_HID], 0);
-    __syncthreads();   // the owned rows' partials complete (own and the peers')
+    asm volatile("bar.sync 3, %0;" :: "n"(THREADS + 32) : "memory");   // the partials complete; the noise warp's eps in Z
+    if (zi < own) eps = smem[S::Z + zi * L + zj];
     PROF(3);
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 3   // dev (wrong results): up to the h exchange (+ copies, a barrier)
     mbar_wait(&bars[BAR_W2], 0);
@@ -976,7 +1003,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       if (zj == 0) klr[zi] = -0.5f * k;
     }
     if (tid < D_SLICE) smem[S::B2 + tid] = b2v;   // for phase 5 (barriers follow)
-    __syncthreads();
+    ck_sync<R>();
     // decoder hidden of owned rows rank + 8 i, all 256 units; both rows side by side where a block may own 2 (R = 9:
     // rank 0's row 8 is on every block's path), a z row past `own` read (Z has R rows) and its h2 dropped (v19)
 #pragma unroll
@@ -999,7 +1026,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       if (i < own)
       smem[S::HID2 + (rank + CLUSTER * i) * HS + unit3] = fmaxf(v[0] + bias3, 0.f);
     }
-    __syncthreads();   // own h2 rows complete
+    ck_sync<R>();   // own h2 rows complete
     {
       const int per = own * (H / 4);
       for (int e = tid; e < (CLUSTER - 1) * per; e += THREADS) {
@@ -1030,7 +1057,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     load_rows(is_mu ? Wmu : Wlv, j2, lane, wml);
     PROF(2);
     cluster_wait();    // every block of the cluster has started (cheap by now)
-    __syncthreads();   // own h slice complete
+    ck_sync<R>();   // own h slice complete
     push_slice<R, H>(smem + S::HID, &bars[BAR_HID], rank, tid);
     // thread t < 4R's noise, drawn while the peers' h slices arrive (in phase 2 it was on the path; at
     // the start, while x and We load, it made the encoder ~1 µs later)
@@ -1049,7 +1076,7 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll 1
     for (int q = 0; q < Q; ++q) mulv_rows<R, RC>(smem, wml, bias2, q * RC, warp, lane);
     if constexpr (REM > 0) mulv_rows<R, REM>(smem, wml, bias2, Q * RC, warp, lane);
-    __syncthreads();
+    ck_sync<R>();
     if (tid < R * L_SLICE) {
       const int r = tid / L_SLICE, jj = tid % L_SLICE, j = rank * L_SLICE + jj;
       const float mu = smem[S::MULV + r * MULV_U + jj];
@@ -1073,7 +1100,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     const float bias3 = __ldg(b1 + unit3);
     if (tid < D_SLICE) smem[S::B2 + tid] = __ldg(b2 + rank * D_SLICE + tid);   // for phase 5, from smem
     mbar_wait_cluster(&bars[BAR_Z], 0);
-    __syncthreads();   // own z slice visible
+    ck_sync<R>();   // own z slice visible
     PROF(4);
 
     // ---- phase 3: decoder hidden, h2 = relu(W1 z + b1): this block's 32 units (warp w: rows w, w + 8, lane:
@@ -1091,7 +1118,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       }
       smem[S::HID2 + r * HS + unit3] = fmaxf((acc.x + acc.y) + (acc.z + acc.w) + bias3, 0.f);
     }
-    __syncthreads();   // own h2 slice complete
+    ck_sync<R>();   // own h2 slice complete
     push_slice<R, HS>(smem + S::HID2, &bars[BAR_H2], rank, tid);
     mbar_wait_cluster(&bars[BAR_H2], 0);
     PROF(5);
@@ -1107,7 +1134,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     if (warp < DEC_KG) dec_logits_mma<R, DEC_TPW>(smem, warp, 0, lane);
     else dec_logits_mma<R, DEC_NT - DEC_TPW>(smem, warp - DEC_KG, DEC_TPW, lane);
   }
-  __syncthreads();
+  ck_sync<R>();
   PROF(7);
 
   // ---- phase 5: warp w -> rows w, w + 8, ... (< B: rows past B are dropped), lane -> pixels lane + 32 j: logit =
@@ -1157,7 +1184,7 @@ vae_elbo_kernel(const float* __restrict__ x,
 #endif
   if constexpr (R <= 9) {   // every block owns rows: the peers' recon partials of them, then their outputs
     mbar_wait_cluster(&bars[BAR_OUT], 0);
-    __syncthreads();
+    ck_sync<R>();
     PROF(9);
     const int r = rank + CLUSTER * tid;
     if (tid < owned_rows<R>(rank) && r < rows) {   // fixed summation order
@@ -1169,7 +1196,7 @@ vae_elbo_kernel(const float* __restrict__ x,
   } else {
     if (rank != 0) return;   // nothing writes into a block that is past its last wait
     mbar_wait_cluster(&bars[BAR_OUT], 0);
-    __syncthreads();   // rank 0's own partials visible
+    ck_sync<R>();   // rank 0's own partials visible
     PROF(9);
     if (tid < rows) {   // fixed summation order
       float recon = 0.f, kls = 0.f;
@@ -3362,9 +3389,9 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
   const int Bi = (int)B;
   static bool conf8[64], conf9[64], conf16[64], conf32[64], conf64[64];
   switch (R) {
-    case 8:  launch(vae_elbo_kernel<8>, Smem<8>::BYTES, (int)((B + 7) / 8) * CLUSTER, THREADS, conf8,
+    case 8:  launch(vae_elbo_kernel<8>, Smem<8>::BYTES, (int)((B + 7) / 8) * CLUSTER, ck_threads<8>(), conf8,
                     xp, w, op, Bi, noise, stream, dv); break;
-    case 9:  launch(vae_elbo_kernel<9>, Smem<9>::BYTES, (int)((B + 8) / 9) * CLUSTER, THREADS, conf9,
+    case 9:  launch(vae_elbo_kernel<9>, Smem<9>::BYTES, (int)((B + 8) / 9) * CLUSTER, ck_threads<9>(), conf9,
                     xp, w, op, Bi, noise, stream, dv); break;
     case 16: launch(vae_elbo_kernel<16>, Smem<16>::BYTES, (int)((B + 15) / 16) * CLUSTER, THREADS, conf16,
                     xp, w, op, Bi, noise, stream, dv); break;
