@@ -65,7 +65,8 @@ Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE
 kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
 phase: GPU time by prefix; six more in notes/ck-s25.patch (applies to v20's solution.py, 4f9932a), slower or flat
-in session 26), VAE_CK_ONLY (only the
+in session 26), VAE_CK_R8ALL (R = 9: the 9th row's middle in every block; B = 121-135 -0.1 to -0.2 us in
+session 27, not yet run under the GPU tests), VAE_CK_ONLY (only the
 cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
@@ -597,6 +598,15 @@ template <int R> __device__ __forceinline__ void ck_sync() {
   else __syncthreads();
 }
 template <int R> constexpr int ck_threads() { return R <= 9 ? THREADS + 32 : THREADS; }   // launch shape
+// VAE_CK_R8ALL (dev, session 27: B = 121-135 -0.1 to -0.2 us, not yet the default): at R = 9 the 9th row's middle (its
+// mu | logvar partials summed, z, KL, the decoder hidden layer) runs in every block instead of in rank 0 alone: its
+// partials go to every block, its h2 row is computed where it is used and not exchanged, and rank 0 (which still
+// writes its outputs) no longer runs the middle of two rows on every block's path.
+#ifdef VAE_CK_R8ALL
+template <int R> constexpr bool row8_all() { return R == 9; }
+#else
+template <int R> constexpr bool row8_all() { return false; }
+#endif
 
 template <int R, int NT>
 __device__ __forceinline__ void dec_logits_mma(float* smem, int kg, int nt0, int lane) {
@@ -843,9 +853,15 @@ vae_elbo_kernel(const float* __restrict__ x,
     mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // W2's slice, by bulk copies below
     if constexpr (R <= 9) {   // row owners: mu | logvar partials of own rows in, h2 rows of the others in, recon partials in
       const uint32_t own = (uint32_t)owned_rows<R>(rank);
+      if constexpr (row8_all<R>()) {   // rows rank and 8 summed here (row 8's h2 computed, not received)
+        mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * 2 * 2 * L * sizeof(float)));
+        mbar_expect(&bars[BAR_OUT], (uint32_t)((CLUSTER - 1) * own * sizeof(float)));
+        mbar_expect(&bars[BAR_H2], (uint32_t)((CLUSTER - 1) * H * sizeof(float)));
+      } else {
       mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * own * 2 * L * sizeof(float)));   // mu | logvar partials
       mbar_expect(&bars[BAR_OUT], (uint32_t)((CLUSTER - 1) * own * sizeof(float)));
       mbar_expect(&bars[BAR_H2], (uint32_t)((R - own) * H * sizeof(float)));
+      }
     } else {                  // unit slices: every peer's h, z and h2 slices in; rank 0 the recon and KL partials
       mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
       mbar_expect(&bars[BAR_Z], (uint32_t)((CLUSTER - 1) * R * L_SLICE * sizeof(float)));
@@ -858,11 +874,17 @@ vae_elbo_kernel(const float* __restrict__ x,
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
   if constexpr (R <= 9) {
     if (warp == WARPS) {   // the noise warp: lane j draws latent j of each owned row into Z (z overwrites it)
-      const int own = owned_rows<R>(rank);
+      const int own = row8_all<R>() ? 2 : owned_rows<R>(rank);   // R8ALL: rows rank and 8
       float e[2] = {0.f, 0.f};
+      if constexpr (row8_all<R>()) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+          if ((i ? CLUSTER : rank) < rows) e[i] = noise_source(noise)((uint64_t)(row0 + (i ? CLUSTER : rank)) * L + lane);
+      } else {
 #pragma unroll
       for (int i = 0; i < 2; ++i)
         if (i < own && rank + CLUSTER * i < rows) e[i] = noise_source(noise)((uint64_t)(row0 + rank + CLUSTER * i) * L + lane);
+      }
 #pragma unroll
       for (int i = 0; i < 2; ++i)
         if (i < own) smem[S::Z + i * L + lane] = e[i];
@@ -917,7 +939,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     // rows; no z exchange. Recon partials go to each row's owner, which writes the outputs.
     // Thread t: output j = t / 4 (< 32 mu, else logvar), k = 8 (t % 4) .. + 8 of the slice. Partials staged in
     // PART [R][2L] at MVP_STAGE, received in PART [CLUSTER][2][2L] at 0 (PART is free until phase 4).
-    const int own = owned_rows<R>(rank);
+    const int own = row8_all<R>() ? 2 : owned_rows<R>(rank);   // rows whose middle runs here (R8ALL: rank and 8)
     constexpr int MVP_STAGE = CLUSTER * 2 * 2 * L;
     static_assert(MVP_STAGE + R * 2 * L <= DEC_KG * R * PART_LD, "the partials fit in PART");
     const int jp = tid >> 2, gp = tid & 3;
@@ -968,13 +990,21 @@ vae_elbo_kernel(const float* __restrict__ x,
     {
       // row r's 16 float4 -> owner r % 8's slot [rank][r / 8]; own rows into own slots
       constexpr int Q4 = 2 * L / 4;
-      for (int e = tid; e < R * Q4; e += THREADS) {
+      for (int e = tid; e < (row8_all<R>() ? CLUSTER : R) * Q4; e += THREADS) {
         const int r = e / Q4, q = e % Q4, dst = r % CLUSTER;
         const float4 v = reinterpret_cast<const float4*>(smem + S::PART + MVP_STAGE + r * 2 * L)[q];
         float* slot = smem + S::PART + (rank * 2 + r / CLUSTER) * 2 * L + 4 * q;
         if (dst == rank) *reinterpret_cast<float4*>(slot) = v;
         else st_async(cluster_addr(slot, dst), v, cluster_addr(&bars[BAR_HID], dst));
       }
+      if constexpr (row8_all<R>())   // row 8's partials to every block, into slot [rank][1]
+        for (int e = tid; e < CLUSTER * Q4; e += THREADS) {
+          const int dst = e / Q4, q = e % Q4;
+          const float4 v = reinterpret_cast<const float4*>(smem + S::PART + MVP_STAGE + CLUSTER * 2 * L)[q];
+          float* slot = smem + S::PART + (rank * 2 + 1) * 2 * L + 4 * q;
+          if (dst == rank) *reinterpret_cast<float4*>(slot) = v;
+          else st_async(cluster_addr(slot, dst), v, cluster_addr(&bars[BAR_HID], dst));
+        }
     }
     mbar_wait_cluster(&bars[BAR_HID], 0);
     asm volatile("bar.sync 3, %0;" :: "n"(THREADS + 32) : "memory");   // the partials complete; the noise warp's eps in Z
@@ -1024,11 +1054,11 @@ vae_elbo_kernel(const float* __restrict__ x,
         }
       }
       if (i < own)
-      smem[S::HID2 + (rank + CLUSTER * i) * HS + unit3] = fmaxf(v[0] + bias3, 0.f);
+      smem[S::HID2 + (row8_all<R>() && i == 1 ? CLUSTER : rank + CLUSTER * i) * HS + unit3] = fmaxf(v[0] + bias3, 0.f);
     }
     ck_sync<R>();   // own h2 rows complete
     {
-      const int per = own * (H / 4);
+      const int per = (row8_all<R>() ? 1 : own) * (H / 4);   // R8ALL: row 8 is not pushed
       for (int e = tid; e < (CLUSTER - 1) * per; e += THREADS) {
         const int dst = (rank + 1 + e / per) % CLUSTER, q = e % per;
         float* p = smem + S::HID2 + (rank + CLUSTER * (q / (H / 4))) * HS + 4 * (q % (H / 4));
