@@ -585,11 +585,6 @@ __device__ __forceinline__ float bce_term_sp(float logit, float xv) {
   return bce_from_logs(lp, l1p, xv);
 }
 
-// Last layer of the cluster kernel on the tensor cores, one warp: partial logits of rows [0, R) x
-// pixel tiles [nt0, nt0 + NT) of this block's slice (m16n8 tiles; rows >= R and pixels >= 98 are
-// computed and dropped) = h2 . W2 slice^T over k-steps [8 kg, 8 kg + 8), in 3xTF32; written to
-// PART[kg] (rows < R). Each product runs over all NT tiles before the next, so NT independent
-// accumulator chains are in flight (one dependent chain per warp leaves the tensor cores idle).
 // The cluster kernel's block barrier. At R <= 9 a ninth warp draws the owned rows' noise at entry beside the encoder
 // (v21) and exits after handing it over on named barrier 3 (bar.arrive there, bar.sync by the 256 main threads before
 // z), so the main warps' block barriers are named barrier 1 over their 256 threads; R = 16 has 8 warps.
@@ -608,6 +603,11 @@ template <int R> constexpr bool row8_all() { return R == 9; }
 template <int R> constexpr bool row8_all() { return false; }
 #endif
 
+// Last layer of the cluster kernel on the tensor cores, one warp: partial logits of rows [0, R) x
+// pixel tiles [nt0, nt0 + NT) of this block's slice (m16n8 tiles; rows >= R and pixels >= 98 are
+// computed and dropped) = h2 . W2 slice^T over k-steps [8 kg, 8 kg + 8), in 3xTF32; written to
+// PART[kg] (rows < R). Each product runs over all NT tiles before the next, so NT independent
+// accumulator chains are in flight (one dependent chain per warp leaves the tensor cores idle).
 template <int R, int NT>
 __device__ __forceinline__ void dec_logits_mma(float* smem, int kg, int nt0, int lane) {
   using S = Smem<R>;
