@@ -66,7 +66,8 @@ kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel 
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
 phase: GPU time by prefix; six more in notes/ck-s25.patch (applies to v20's solution.py, 4f9932a), slower or flat
 in session 26), VAE_CK_R8ALL (R = 9: the 9th row's middle in every block; B = 121-135 -0.1 to -0.2 us in
-session 27, not yet run under the GPU tests), VAE_CK_ONLY (only the
+session 27, not yet run under the GPU tests), VAE_CK_NW16 (the noise warp at R = 16 too; compile-checked only),
+VAE_CK_ONLY (only the
 cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
@@ -588,11 +589,17 @@ __device__ __forceinline__ float bce_term_sp(float logit, float xv) {
 // The cluster kernel's block barrier. At R <= 9 a ninth warp draws the owned rows' noise at entry beside the encoder
 // (v21) and exits after handing it over on named barrier 3 (bar.arrive there, bar.sync by the 256 main threads before
 // z), so the main warps' block barriers are named barrier 1 over their 256 threads; R = 16 has 8 warps.
+// VAE_CK_NW16 (dev, session 27, compile-checked only): the noise warp at R = 16 too (its 4R values drawn at entry
+// instead of by threads t < 4R while the peers' h slices travel; read after the mu | logvar layer).
+#ifdef VAE_CK_NW16
+template <int R> constexpr int ck_threads() { return THREADS + 32; }   // launch shape
+#else
+template <int R> constexpr int ck_threads() { return R <= 9 ? THREADS + 32 : THREADS; }   // launch shape
+#endif
 template <int R> __device__ __forceinline__ void ck_sync() {
-  if constexpr (R <= 9) asm volatile("bar.sync 1, %0;" :: "n"(THREADS) : "memory");
+  if constexpr (ck_threads<R>() > THREADS) asm volatile("bar.sync 1, %0;" :: "n"(THREADS) : "memory");
   else __syncthreads();
 }
-template <int R> constexpr int ck_threads() { return R <= 9 ? THREADS + 32 : THREADS; }   // launch shape
 // VAE_CK_R8ALL (dev, session 27: B = 121-135 -0.1 to -0.2 us, not yet the default): at R = 9 the 9th row's middle (its
 // mu | logvar partials summed, z, KL, the decoder hidden layer) runs in every block instead of in rank 0 alone: its
 // partials go to every block, its h2 row is computed where it is used and not exchanged, and rank 0 (which still
@@ -892,6 +899,18 @@ vae_elbo_kernel(const float* __restrict__ x,
       cluster_wait();
       return;
     }
+  } else if constexpr (ck_threads<R>() > THREADS) {
+    if (warp == WARPS) {   // VAE_CK_NW16: lane l draws entries l and l + 32 of the block's R x 4 (row, latent) into PART
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int t = lane + 32 * i;
+        smem[S::PART + t] = t < R * L_SLICE && t / L_SLICE < rows
+            ? noise_source(noise)((uint64_t)(row0 + t / L_SLICE) * L + rank * L_SLICE + t % L_SLICE) : 0.f;
+      }
+      asm volatile("bar.arrive 3, %0;" :: "n"(THREADS + 32) : "memory");
+      cluster_wait();
+      return;
+    }
   }
   for (int i = rows * D + tid; i < R * D; i += THREADS) smem[S::X + i] = 0.f;   // rows past B
 
@@ -1091,8 +1110,12 @@ vae_elbo_kernel(const float* __restrict__ x,
     push_slice<R, H>(smem + S::HID, &bars[BAR_HID], rank, tid);
     // thread t < 4R's noise, drawn while the peers' h slices arrive (in phase 2 it was on the path; at
     // the start, while x and We load, it made the encoder ~1 µs later)
+#ifndef VAE_CK_NW16
     const float eps = tid < R * L_SLICE && tid / L_SLICE < rows
         ? noise_source(noise)((uint64_t)(row0 + tid / L_SLICE) * L + rank * L_SLICE + tid % L_SLICE) : 0.f;
+#else
+    float eps = 0.f;   // the noise warp's, read after the mu | logvar layer
+#endif
     mbar_wait_cluster(&bars[BAR_HID], 0);
     PROF(3);
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 3   // dev (wrong results): up to the h exchange (+ copies, a barrier)
@@ -1106,7 +1129,12 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll 1
     for (int q = 0; q < Q; ++q) mulv_rows<R, RC>(smem, wml, bias2, q * RC, warp, lane);
     if constexpr (REM > 0) mulv_rows<R, REM>(smem, wml, bias2, Q * RC, warp, lane);
+#ifndef VAE_CK_NW16
     ck_sync<R>();
+#else
+    asm volatile("bar.sync 3, %0;" :: "n"(THREADS + 32) : "memory");   // mu | logvar complete; the noise warp's eps in PART
+    if (tid < R * L_SLICE) eps = smem[S::PART + tid];
+#endif
     if (tid < R * L_SLICE) {
       const int r = tid / L_SLICE, jj = tid % L_SLICE, j = rank * L_SLICE + jj;
       const float mu = smem[S::MULV + r * MULV_U + jj];
@@ -3423,7 +3451,7 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
                     xp, w, op, Bi, noise, stream, dv); break;
     case 9:  launch(vae_elbo_kernel<9>, Smem<9>::BYTES, (int)((B + 8) / 9) * CLUSTER, ck_threads<9>(), conf9,
                     xp, w, op, Bi, noise, stream, dv); break;
-    case 16: launch(vae_elbo_kernel<16>, Smem<16>::BYTES, (int)((B + 15) / 16) * CLUSTER, THREADS, conf16,
+    case 16: launch(vae_elbo_kernel<16>, Smem<16>::BYTES, (int)((B + 15) / 16) * CLUSTER, ck_threads<16>(), conf16,
                     xp, w, op, Bi, noise, stream, dv); break;
 #ifndef VAE_CK_ONLY   // dev: only the cluster kernel is compiled (builds in about half the time)
     case 32: launch(vae_elbo_kernel_tile<32>, TileSmem<32>::BYTES, (int)((B + 31) / 32), TT, conf32,
