@@ -66,8 +66,8 @@ kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel 
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
 phase: GPU time by prefix; six more in notes/ck-s25.patch (applies to v20's solution.py, 4f9932a), slower or flat
 in session 26), VAE_CK_R8ALL (R = 9: the 9th row's middle in every block; B = 121-135 -0.1 to -0.2 us in
-session 27, not yet run under the GPU tests), VAE_CK_NW16 (the noise warp at R = 16 too; compile-checked only),
-VAE_CK_ONLY (only the
+session 27, not yet run under the GPU tests), VAE_CK_NW16 (the noise warp at R = 16 too; B = 240-480 -0.2 to
+-0.3 us in session 27), VAE_CK_ONLY (only the
 cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
@@ -589,8 +589,9 @@ __device__ __forceinline__ float bce_term_sp(float logit, float xv) {
 // The cluster kernel's block barrier. At R <= 9 a ninth warp draws the owned rows' noise at entry beside the encoder
 // (v21) and exits after handing it over on named barrier 3 (bar.arrive there, bar.sync by the 256 main threads before
 // z), so the main warps' block barriers are named barrier 1 over their 256 threads; R = 16 has 8 warps.
-// VAE_CK_NW16 (dev, session 27, compile-checked only): the noise warp at R = 16 too (its 4R values drawn at entry
-// instead of by threads t < 4R while the peers' h slices travel; read after the mu | logvar layer).
+// VAE_CK_NW16 (dev, session 27: B = 240-480 -0.2 to -0.3 us, 136 flat, not yet the default): the noise warp at
+// R = 16 too (its 4R values drawn at entry instead of by threads t < 4R while the peers' h slices travel; read after
+// the mu | logvar layer).
 #ifdef VAE_CK_NW16
 template <int R> constexpr int ck_threads() { return THREADS + 32; }   // launch shape
 #else
