@@ -135,6 +135,32 @@ def test_source_without_cuda_src_is_named(tmp_path, capsys):
     assert compile_check.cuda_source(os.path.join(compile_check.REPO, "solution.py")).lstrip().startswith("#include")
 
 
+def test_other_defines_reach_the_other_build_only(tmp_path, monkeypatch, capsys):
+    """--other-D: the --same-ptx-as source is built with -D's defines and its own; the verdict names them. A promoted
+    switch is checked this way: the new default's device code against the old source built with the switch."""
+    mine, theirs = tmp_path / "mine.py", tmp_path / "theirs.py"
+    mine.write_text('CUDA_SRC = r"""// mine"""\n')
+    theirs.write_text('CUDA_SRC = r"""// theirs"""\n')
+    calls = []
+
+    def fake_nvcc(src, defines, what, workdir):
+        calls.append((src, list(defines)))
+        return 0, "", ".entry k()\n{ ret; }" if "VAE_SWITCH" in defines or "mine" in src else ".entry k()\n{ exit; }"
+
+    monkeypatch.setattr(compile_check, "nvcc", fake_nvcc)
+    args = ["--solution", str(mine), "--same-ptx-as", str(theirs), "-D", "VAE_CK_ONLY"]
+    assert compile_check.main(args + ["--other-D", "VAE_SWITCH"]) == 0
+    assert calls == [("// mine", ["VAE_CK_ONLY"]), ("// theirs", ["VAE_CK_ONLY", "VAE_SWITCH"])]
+    assert f"same device code: {mine} and {theirs} -DVAE_SWITCH" in capsys.readouterr().out
+    assert compile_check.main(args) == 1   # without the switch the other build differs, and the verdict says so
+    assert "device code differs" in capsys.readouterr().out
+
+
+def test_other_defines_need_a_second_source(capsys):
+    assert compile_check.main(["--other-D", "VAE_CK_R8ALL"]) == 2
+    assert "--other-D defines the --same-ptx-as source's build" in capsys.readouterr().err
+
+
 def test_compiler_errors_keep_each_error_with_its_source_line_and_drop_header_warnings():
     stderr = ('torch/python.h(170): warning #3189-D: "module" is parsed as an identifier\n'
               "    module.to(dtype);\n    ^\n\n"

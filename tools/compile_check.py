@@ -13,6 +13,8 @@ CUDA_HOME and CPATH as in .ci/run. For example
     python3 tools/compile_check.py                                   # the default build
     python3 tools/compile_check.py -D VAE_WG_NO_LOAD -D VAE_PROFILE  # a dev switch
     python3 tools/compile_check.py --same-ptx-as @HEAD               # did the default device code change?
+    python3 tools/compile_check.py --same-ptx-as @HEAD --other-D VAE_CK_R8ALL   # a switch made the default: is the
+                                          # new default's device code the switched build that was tested?
     python3 tools/compile_check.py --sass 'vae_elbo_kernel<9>' -D VAE_CK_DMMA   # instructions by opcode
 """
 import argparse
@@ -171,9 +173,15 @@ def main(argv=None) -> int:
                     help="a define for the build (a dev switch), repeatable")
     ap.add_argument("--same-ptx-as", metavar="FILE_OR_@REV",
                     help="compare the device code (PTX) with another source's instead of reporting registers")
+    ap.add_argument("--other-D", dest="other_defines", action="append", default=[], metavar="NAME[=VALUE]",
+                    help="with --same-ptx-as: a define for the other source's build only (after the -D ones), "
+                         "repeatable")
     ap.add_argument("--sass", metavar="REGEX",
                     help="also count the SASS instructions by opcode of the kernels whose name matches REGEX")
     args = ap.parse_args(argv)
+    if args.other_defines and not args.same_ptx_as:
+        print("compile_check: --other-D defines the --same-ptx-as source's build; give --same-ptx-as", file=sys.stderr)
+        return 2
     if args.sass is not None:
         try:
             re.compile(args.sass)
@@ -217,21 +225,22 @@ def main(argv=None) -> int:
                     top = ", ".join(f"{op} {n}" for op, n in ops.most_common(14))
                     print(f"\n{name}: {sum(ops.values())} instructions; {top}")
             return 0
-        rc, err, ptx_other = nvcc(other, args.defines, what, b)
+        rc, err, ptx_other = nvcc(other, args.defines + args.other_defines, what, b)
         if rc != 0:
             print(f"compile_check: nvcc failed on {args.same_ptx_as} (exit {rc}):\n{compiler_errors(err)}", file=sys.stderr)
             return 1
+    theirs_name = args.same_ptx_as + "".join(f" -D{d}" for d in args.other_defines)
     mine_text, theirs_text = normalize_ptx(output), normalize_ptx(ptx_other)
     mine, theirs = mine_text.splitlines(), theirs_text.splitlines()
     if mine == theirs:
-        print(f"same device code: {args.solution} and {args.same_ptx_as} ({len(mine)} PTX lines)")
+        print(f"same device code: {args.solution} and {theirs_name} ({len(mine)} PTX lines)")
         return 0
     differ = sum(1 for x, y in zip(mine, theirs) if x != y) + abs(len(mine) - len(theirs))
-    print(f"device code differs: {args.solution} and {args.same_ptx_as} ({differ} of {max(len(mine), len(theirs))} "
+    print(f"device code differs: {args.solution} and {theirs_name} ({differ} of {max(len(mine), len(theirs))} "
           f"PTX lines, position by position)")
     changed, same = entries_that_differ(mine_text, theirs_text)
     print(f"kernels that differ: {', '.join(changed)}; the same: {', '.join(same) or 'none'}")
-    print(f"the first lines of the diff (- {args.same_ptx_as}, + {args.solution}):")
+    print(f"the first lines of the diff (- {theirs_name}, + {args.solution}):")
     diff = list(difflib.unified_diff(theirs, mine, lineterm="", n=1))[2:]
     print("\n".join(diff[:24]) + (f"\n... {len(diff) - 24} more diff lines" if len(diff) > 24 else ""))
     return 1
