@@ -67,8 +67,8 @@ phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the clu
 phase: GPU time by prefix; six more in notes/ck-s25.patch (applies to v20's solution.py, 4f9932a), slower or flat
 in session 26), VAE_CK_R8ALL (R = 9: the 9th row's middle in every block; B = 121-135 -0.1 to -0.2 us in
 session 27, not yet run under the GPU tests), VAE_CK_NW16 (the noise warp at R = 16 too; B = 240-480 -0.2 to
--0.3 us in session 27), VAE_CK_ONLY (only the
-cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
+-0.3 us in session 27), VAE_CK_P8 (R <= 9: a partial-logit buffer per warp; compile-checked only), VAE_CK_ONLY
+(only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
 Versions and their measured times: notes/solution.md.
@@ -143,7 +143,12 @@ struct Smem {
   static constexpr int KL = MULV + R * MULV_U;        // R x L   KL terms (rank 0 gathers; R = 16)
   static constexpr int KLR = KL;                      // R <= 9, in KL: the owned rows' -KL/2 [2]
   static constexpr int PART = KL + R * L;             // DEC_KG x R x PART_LD  partial logits per k-group
-  static constexpr int RECON = PART + DEC_KG * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
+#ifdef VAE_CK_P8   // dev: R <= 9, one partial-logit buffer per warp (8), no read-modify-write and one barrier fewer
+  static constexpr int PART_GROUPS = R <= 9 ? WARPS : DEC_KG;
+#else
+  static constexpr int PART_GROUPS = DEC_KG;
+#endif
+  static constexpr int RECON = PART + PART_GROUPS * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
   static constexpr int B2 = RECON + CLUSTER * R;      // D_SLICE  this block's slice of b2
   static constexpr int BARS = (B2 + D_SLICE + 1) / 2 * 2;   // 6 mbarriers, 8-byte aligned
   static constexpr size_t BYTES = BARS * sizeof(float) + 6 * sizeof(uint64_t);
@@ -725,6 +730,18 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
   for (int o = 2; o < 32; o <<= 1)
 #pragma unroll
     for (int r = 0; r < R; ++r) accx[r] += __shfl_xor_sync(0xffffffffu, accx[r], o);
+#ifdef VAE_CK_P8   // dev: every warp its own buffer; phase 5 adds them as the default's k-group pairs, bit for bit
+  float* part8 = smem + S::PART + warp * R * PART_LD;
+#pragma unroll
+  for (int j = 0; j < NS; ++j)
+    if (lane + 32 * j < D_SLICE)
+#pragma unroll
+      for (int r = 0; r < R; ++r) part8[r * PART_LD + lane + 32 * j] = acc[j][r];
+  if (lane < PX)
+#pragma unroll
+    for (int r = 0; r < R; ++r) part8[r * PART_LD + 32 * NS + lane] = accx[r];
+  return;
+#endif
   float* part = smem + S::PART + (warp % DEC_KG) * R * PART_LD;
   if (warp >= DEC_KG) {
 #pragma unroll
@@ -1214,7 +1231,18 @@ vae_elbo_kernel(const float* __restrict__ x,
       for (int j = 0; j < NP; ++j) {
         const int p = min(lane + 32 * j, D_SLICE - 1);
         const float* part = smem + S::PART + r * PART_LD + p;
+#ifdef VAE_CK_P8
+        float logit;
+        if constexpr (R <= 9) {   // (w0 + w4) + (w1 + w5) ... as the default's k-group sums, in its order
+          const int g = R * PART_LD;
+          logit = (((part[0] + part[4 * g]) + (part[g] + part[5 * g])) + (part[2 * g] + part[6 * g]))
+                  + (part[3 * g] + part[7 * g]);
+        } else {
+          logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
+        }
+#else
         const float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
+#endif
         const float t = bce_term_sp(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
         if (lane + 32 * j < D_SLICE) s[i] += t;
       }
