@@ -201,6 +201,7 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"compile_check: {e}", file=sys.stderr)
         return 2
+    theirs_name = f"{args.same_ptx_as}" + "".join(f" -D{d}" for d in args.other_defines)
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         what = "ptx" if other is not None else "cubin"
         rc, err, output = nvcc(src, args.defines, what, a)
@@ -227,9 +228,8 @@ def main(argv=None) -> int:
             return 0
         rc, err, ptx_other = nvcc(other, args.defines + args.other_defines, what, b)
         if rc != 0:
-            print(f"compile_check: nvcc failed on {args.same_ptx_as} (exit {rc}):\n{compiler_errors(err)}", file=sys.stderr)
+            print(f"compile_check: nvcc failed on {theirs_name} (exit {rc}):\n{compiler_errors(err)}", file=sys.stderr)
             return 1
-    theirs_name = args.same_ptx_as + "".join(f" -D{d}" for d in args.other_defines)
     mine_text, theirs_text = normalize_ptx(output), normalize_ptx(ptx_other)
     mine, theirs = mine_text.splitlines(), theirs_text.splitlines()
     if mine == theirs:
