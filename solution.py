@@ -606,6 +606,10 @@ template <int R> __device__ __forceinline__ void ck_sync() {
   if constexpr (ck_threads<R>() > THREADS) asm volatile("bar.sync 1, %0;" :: "n"(THREADS) : "memory");
   else __syncthreads();
 }
+// The noise's hand-over on named barrier 3: the noise warp arrives once it has written eps, the main threads wait
+// there before they read it (both with the barrier's memory ordering).
+__device__ __forceinline__ void noise_handed_over() { asm volatile("bar.arrive 3, %0;" :: "n"(THREADS + 32) : "memory"); }
+__device__ __forceinline__ void wait_noise() { asm volatile("bar.sync 3, %0;" :: "n"(THREADS + 32) : "memory"); }
 // VAE_CK_R8ALL (dev, session 27: B = 121-135 -0.1 to -0.2 us, not yet the default): at R = 9 the 9th row's middle (its
 // mu | logvar partials summed, z, KL, the decoder hidden layer) runs in every block instead of in rank 0 alone: its
 // partials go to every block, its h2 row is computed where it is used and not exchanged, and rank 0 (which still
@@ -897,35 +901,32 @@ vae_elbo_kernel(const float* __restrict__ x,
     bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
   }
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
-  if constexpr (R <= 9) {
-    if (warp == WARPS) {   // the noise warp: lane j draws latent j of each owned row into Z (z overwrites it)
-      const int own = row8_all<R>() ? 2 : owned_rows<R>(rank);   // R8ALL: rows rank and 8
-      float e[2] = {0.f, 0.f};
-      if constexpr (row8_all<R>()) {
+  if constexpr (ck_threads<R>() > THREADS) {
+    if (warp == WARPS) {   // the noise warp: it draws, hands the values over and exits
+      if constexpr (R <= 9) {   // lane j: latent j of each owned row, into Z (z overwrites it)
+        const int own = row8_all<R>() ? 2 : owned_rows<R>(rank);   // R8ALL: rows rank and 8
+        float e[2] = {0.f, 0.f};
+        if constexpr (row8_all<R>()) {
+#pragma unroll
+          for (int i = 0; i < 2; ++i)
+            if ((i ? CLUSTER : rank) < rows) e[i] = noise_source(noise)((uint64_t)(row0 + (i ? CLUSTER : rank)) * L + lane);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 2; ++i)
+            if (i < own && rank + CLUSTER * i < rows) e[i] = noise_source(noise)((uint64_t)(row0 + rank + CLUSTER * i) * L + lane);
+        }
 #pragma unroll
         for (int i = 0; i < 2; ++i)
-          if ((i ? CLUSTER : rank) < rows) e[i] = noise_source(noise)((uint64_t)(row0 + (i ? CLUSTER : rank)) * L + lane);
-      } else {
+          if (i < own) smem[S::Z + i * L + lane] = e[i];
+      } else {   // VAE_CK_NW16: lane l, entries l and l + 32 of the block's R x 4 (row, latent), into PART
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
-        if (i < own && rank + CLUSTER * i < rows) e[i] = noise_source(noise)((uint64_t)(row0 + rank + CLUSTER * i) * L + lane);
+        for (int i = 0; i < 2; ++i) {
+          const int t = lane + 32 * i;
+          smem[S::PART + t] = t < R * L_SLICE && t / L_SLICE < rows
+              ? noise_source(noise)((uint64_t)(row0 + t / L_SLICE) * L + rank * L_SLICE + t % L_SLICE) : 0.f;
+        }
       }
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-        if (i < own) smem[S::Z + i * L + lane] = e[i];
-      asm volatile("bar.arrive 3, %0;" :: "n"(THREADS + 32) : "memory");
-      cluster_wait();
-      return;
-    }
-  } else if constexpr (ck_threads<R>() > THREADS) {
-    if (warp == WARPS) {   // VAE_CK_NW16: lane l draws entries l and l + 32 of the block's R x 4 (row, latent) into PART
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int t = lane + 32 * i;
-        smem[S::PART + t] = t < R * L_SLICE && t / L_SLICE < rows
-            ? noise_source(noise)((uint64_t)(row0 + t / L_SLICE) * L + rank * L_SLICE + t % L_SLICE) : 0.f;
-      }
-      asm volatile("bar.arrive 3, %0;" :: "n"(THREADS + 32) : "memory");
+      noise_handed_over();
       cluster_wait();
       return;
     }
@@ -1044,7 +1045,7 @@ vae_elbo_kernel(const float* __restrict__ x,
         }
     }
     mbar_wait_cluster(&bars[BAR_HID], 0);
-    asm volatile("bar.sync 3, %0;" :: "n"(THREADS + 32) : "memory");   // the partials complete; the noise warp's eps in Z
+    wait_noise();   // the partials complete; the noise warp's eps in Z
     if (zi < own) eps = smem[S::Z + zi * L + zj];
     PROF(3);
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 3   // dev (wrong results): up to the h exchange (+ copies, a barrier)
@@ -1150,7 +1151,7 @@ vae_elbo_kernel(const float* __restrict__ x,
 #ifndef VAE_CK_NW16
     ck_sync<R>();
 #else
-    asm volatile("bar.sync 3, %0;" :: "n"(THREADS + 32) : "memory");   // mu | logvar complete; the noise warp's eps in PART
+    wait_noise();   // mu | logvar complete; the noise warp's eps in PART
     if (tid < R * L_SLICE) eps = smem[S::PART + tid];
 #endif
     if (tid < R * L_SLICE) {
