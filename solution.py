@@ -24,7 +24,8 @@ The kernels in CUDA_SRC, one launch per forward, picked on the host by B
   while the batch fits one wave of clusters, else 16. In between, at R = 8, 9 block b owns rows b and
   b + 8: it gets their mu | logvar partials over each block's h slice (an all-to-all) and sums them, runs z
   and the decoder hidden layer of those rows whole and all-gathers their h2 rows (no z exchange), and
-  writes their outputs (v21: a ninth warp draws those rows' noise at entry, beside the encoder, and exits); at R = 16
+  writes their outputs (v21: a ninth warp draws those rows' noise at entry, beside the encoder, and exits; v22: at
+  R = 9 every block runs the 9th row's middle); at R = 16
   every block runs 1/8 of those layers' units for all rows (h, z and h2 all-gathered, rank 0 writes).
   Its last layer (h2 W2^T, the block's 98 pixels) runs in fp32 FMAs at R = 8, 9 (W2's operands loaded
   from shared memory into registers while h2 is exchanged) and on the tensor cores at R = 16 (mma.sync
@@ -65,9 +66,7 @@ Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE
 kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
 phase: GPU time by prefix; six more in notes/ck-s25.patch (applies to v20's solution.py, 4f9932a), slower or flat
-in session 26), VAE_CK_R8ALL (R = 9: the 9th row's middle in every block; B = 121-135 -0.1 to -0.2 us in
-session 27, not yet run under the GPU tests), VAE_CK_NW16 (the noise warp at R = 16 too; B = 240-480 -0.2 to
--0.3 us in session 27), VAE_CK_P8 (R <= 9: a partial-logit buffer per warp; compile-checked only), VAE_CK_ONLY
+in session 26), VAE_CK_P8 (R <= 9: a partial-logit buffer per warp; compile-checked only), VAE_CK_ONLY
 (only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
@@ -149,7 +148,12 @@ struct Smem {
   static constexpr int PART_GROUPS = DEC_KG;
 #endif
   static constexpr int RECON = PART + PART_GROUPS * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
+#ifdef VAE_CK_P5B   // dev: R = 9, row 8's recon partials per (block, warp) after RECON: CLUSTER x WARPS
+  static constexpr int RECON8 = RECON + CLUSTER * R;
+  static constexpr int B2 = RECON8 + (R == 9 ? CLUSTER * WARPS : 0);
+#else
   static constexpr int B2 = RECON + CLUSTER * R;      // D_SLICE  this block's slice of b2
+#endif
   static constexpr int BARS = (B2 + D_SLICE + 1) / 2 * 2;   // 6 mbarriers, 8-byte aligned
   static constexpr size_t BYTES = BARS * sizeof(float) + 6 * sizeof(uint64_t);
   static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "float4 alignment");
@@ -591,17 +595,11 @@ __device__ __forceinline__ float bce_term_sp(float logit, float xv) {
   return bce_from_logs(lp, l1p, xv);
 }
 
-// The cluster kernel's block barrier. At R <= 9 a ninth warp draws the owned rows' noise at entry beside the encoder
-// (v21) and exits after handing it over on named barrier 3 (bar.arrive there, bar.sync by the 256 main threads before
-// z), so the main warps' block barriers are named barrier 1 over their 256 threads; R = 16 has 8 warps.
-// VAE_CK_NW16 (dev, session 27: B = 240-480 -0.2 to -0.3 us, 136 flat, not yet the default): the noise warp at
-// R = 16 too (its 4R values drawn at entry instead of by threads t < 4R while the peers' h slices travel; read after
-// the mu | logvar layer).
-#ifdef VAE_CK_NW16
+// The cluster kernel's block barrier. A ninth warp draws the block's noise at entry beside the encoder (v21 at R <= 9,
+// v22 at R = 16 too) and exits after handing it over on named barrier 3 (bar.arrive there, bar.sync by the 256 main
+// threads where they need it), so the main warps' block barriers are named barrier 1 over their 256 threads. 9 warps
+// put 3 on one scheduler: at most 168 registers a thread.
 template <int R> constexpr int ck_threads() { return THREADS + 32; }   // launch shape
-#else
-template <int R> constexpr int ck_threads() { return R <= 9 ? THREADS + 32 : THREADS; }   // launch shape
-#endif
 template <int R> __device__ __forceinline__ void ck_sync() {
   if constexpr (ck_threads<R>() > THREADS) asm volatile("bar.sync 1, %0;" :: "n"(THREADS) : "memory");
   else __syncthreads();
@@ -610,15 +608,10 @@ template <int R> __device__ __forceinline__ void ck_sync() {
 // there before they read it (both with the barrier's memory ordering).
 __device__ __forceinline__ void noise_handed_over() { asm volatile("bar.arrive 3, %0;" :: "n"(THREADS + 32) : "memory"); }
 __device__ __forceinline__ void wait_noise() { asm volatile("bar.sync 3, %0;" :: "n"(THREADS + 32) : "memory"); }
-// VAE_CK_R8ALL (dev, session 27: B = 121-135 -0.1 to -0.2 us, not yet the default): at R = 9 the 9th row's middle (its
-// mu | logvar partials summed, z, KL, the decoder hidden layer) runs in every block instead of in rank 0 alone: its
-// partials go to every block, its h2 row is computed where it is used and not exchanged, and rank 0 (which still
-// writes its outputs) no longer runs the middle of two rows on every block's path.
-#ifdef VAE_CK_R8ALL
+// At R = 9 (v22) the 9th row's middle (its mu | logvar partials summed, z, KL, the decoder hidden layer) runs in every
+// block instead of in rank 0 alone: its partials go to every block, its h2 row is computed where it is used and not
+// exchanged, and rank 0 (which still writes its outputs) no longer runs the middle of two rows on every block's path.
 template <int R> constexpr bool row8_all() { return R == 9; }
-#else
-template <int R> constexpr bool row8_all() { return false; }
-#endif
 
 // Last layer of the cluster kernel on the tensor cores, one warp: partial logits of rows [0, R) x
 // pixel tiles [nt0, nt0 + NT) of this block's slice (m16n8 tiles; rows >= R and pixels >= 98 are
@@ -678,20 +671,40 @@ __device__ __forceinline__ void dec_logits_mma(float* smem, int kg, int nt0, int
 // lane, shuffle-summed over the 16 lanes of each parity (a 4th slot of 32 lanes for 2 pixels measured 0.2-0.5
 // us slower). Warps 4-7 store their partial logits to PART[w - 4], warps 0-3 add theirs (fixed order), so
 // PART holds DEC_KG = 4 k-group sums as the tensor-core version's.
+// VAE_CK_L64 (dev, session 28): ncu counts 4 shared wavefronts for every LDS.128, broadcast or not, and 1 for an
+// LDS.64 whose warp reads at most 128 distinct bytes: the h2 loads (8 distinct float4 a warp) cost the last layer ~2300
+// wavefronts an SM (~1.2 us of the shared pipe). With the switch lane l reads k pair p = (i + l % 16) % 16 as one float2
+// (16 distinct a warp: 1 wavefront), W2 held as float2 in the same order (its loads still conflict-free: 16 lanes, 16
+// banks pairs), so a float4's worth costs 2 wavefronts instead of 4.
+#ifdef VAE_CK_L64
+struct W2Regs {
+  float2 w[D_SLICE / 32][H / WARPS / 2];   // [slot j][i]: pixel l + 32 j, k = 32 w + 2 ((i + l % 16) % 16) + {0, 1}
+  float2 x;                                // pixel 96 + l % 2, k = 32 w + 2 (l / 2) + {0, 1}
+};
+#else
 struct W2Regs {
   float4 w[D_SLICE / 32][H / WARPS / 4];   // [slot j][i]: pixel l + 32 j, k = 32 w + 4 ((i + l % 8) % 8) + [0, 4)
   float2 x;                                // pixel 96 + l % 2, k = 32 w + 2 (l / 2) + {0, 1}
 };
+#endif
 template <int R>
 __device__ __forceinline__ void load_w2_regs(const float* smem, int warp, int lane, W2Regs& w) {
   constexpr int NS = D_SLICE / 32, KW = H / WARPS;
   const float* w2 = smem + Smem<R>::W2 + warp * KW;
+#ifdef VAE_CK_L64
+#pragma unroll
+  for (int j = 0; j < NS; ++j)
+#pragma unroll
+    for (int i = 0; i < KW / 2; ++i)
+      w.w[j][i] = *reinterpret_cast<const float2*>(w2 + (lane + 32 * j) * H + 2 * ((i + lane) & (KW / 2 - 1)));
+#else
   const int rot = 4 * (lane & 7);
 #pragma unroll
   for (int j = 0; j < NS; ++j)
 #pragma unroll
     for (int i = 0; i < KW / 4; ++i)
       w.w[j][i] = *reinterpret_cast<const float4*>(w2 + (lane + 32 * j) * H + ((4 * i + rot) & (KW - 1)));
+#endif
   w.x = *reinterpret_cast<const float2*>(w2 + (32 * NS + (lane & 1)) * H + 2 * (lane >> 1));
 }
 template <int R>
@@ -705,8 +718,19 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[j][r] = 0.f;
   const float* h2 = smem + S::HID2 + warp * KW;
+#if defined(VAE_CK_L64) && !defined(VAE_SKIP_DEC)
+#pragma unroll
+  for (int i = 0; i < KW / 2; ++i) {
+    const int p = 2 * ((i + lane) & (KW / 2 - 1));
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float2 h = *reinterpret_cast<const float2*>(h2 + r * HS + p);
+#pragma unroll
+      for (int j = 0; j < NS; ++j) acc[j][r] = fmaf(wr.w[j][i].y, h.y, fmaf(wr.w[j][i].x, h.x, acc[j][r]));
+    }
+  }
+#elif !defined(VAE_SKIP_DEC)
   const int rot = 4 * (lane & 7);
-#ifndef VAE_SKIP_DEC
 #pragma unroll
   for (int i = 0; i < KW / 4; ++i) {
 #pragma unroll
@@ -769,6 +793,26 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
       for (int r = 0; r < R; ++r) part[r * PART_LD + 32 * NS + lane] += accx[r];
   }
 }
+// Phase 5's term of row r, pixel p of this block's slice: the logit (the partial-logit groups summed in fixed
+// order, + b2) and its BCE against x.
+template <int R>
+__device__ __forceinline__ float bce_at(const float* smem, int rank, int r, int p) {
+  using S = Smem<R>;
+  const float* part = smem + S::PART + r * PART_LD + p;
+#ifdef VAE_CK_P8
+  float logit;
+  if constexpr (R <= 9) {   // (w0 + w4) + (w1 + w5) ... as the default's k-group sums, in its order
+    const int g = R * PART_LD;
+    logit = (((part[0] + part[4 * g]) + (part[g] + part[5 * g])) + (part[2 * g] + part[6 * g]))
+            + (part[3 * g] + part[7 * g]);
+  } else {
+    logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
+  }
+#else
+  const float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
+#endif
+  return bce_term_sp(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
+}
 
 // Encoder, one warp: units [unit0, unit0+4) x rows [r0, r0+RN), lanes split K=784 with this warp's
 // We rows in registers; h = relu(. + be) -> own smem HID.
@@ -826,9 +870,9 @@ __device__ __forceinline__ void mulv_rows(float* smem, const WarpRows<1, H>& w, 
 // receiver's mbarrier, so a block waits only for the data it needs: no cluster barrier after the
 // one at the start (which makes every block's mbarriers valid before anyone writes to them).
 // Dot products run on chunks of 8 rows, then the R % 8 rows left.
-//   0  mbarriers; bulk copy of the x tile; We's first ENC_AHEAD passes to registers; R <= 9: warp 8 (the noise warp)
-//      draws the owned rows' noise into Z, hands it over on named barrier 3 and exits (v21; until v20 the
-//      owners' threads drew it while the partials travelled, ~1.2 us a draw on the path to z)
+//   0  mbarriers; bulk copy of the x tile; We's first ENC_AHEAD passes to registers; warp 8 (the noise warp) draws
+//      the noise into Z (R <= 9: the rows whose middle runs here) or PART (R = 16: the block's 4R values), hands it
+//      over on named barrier 3 and exits (v21, v22; until then other threads drew it, ~1.2 us a draw, on the path)
 //   1  encoder: warp w -> units 32 rank + 4w + [0,4), lanes split K=784 (We's later passes loaded during the
 //      first chunk); h slice -> own HID
 //   R <= 9 (row owners: block b owns rows b, b + 8):
@@ -837,8 +881,8 @@ __device__ __forceinline__ void mulv_rows(float* smem, const WarpRows<1, H>& w, 
 //      (the 8 partials summed in rank order), z, KL sum
 //   3  decoder hidden of the owned rows, all 256 units (W1 in registers), h2 rows pushed to the other 7 blocks
 //   R = 16 (unit slices):
-//   2  h slice pushed to the other 7 blocks; W2's rows copied into smem; threads t < 4R draw their noise
-//      while the peers' slices arrive; mu/logvar: warp w -> one unit (w < 4: mu), lanes split K=256;
+//   2  h slice pushed to the other 7 blocks; W2's rows copied into smem (the noise: the ninth warp's, v22);
+//      mu/logvar: warp w -> one unit (w < 4: mu), lanes split K=256;
 //      threads t < 4R: z, KL term; z pushed to every block, KL terms to rank 0
 //   3  decoder hidden, the block's 32 units for the R rows (lane -> unit), pushed to the other 7 blocks
 //   4  decoder output logits: R <= 9 in fp32 FMAs (dec_logits_ffma: warp w -> k in [32 w, +32)), R = 16
@@ -884,7 +928,11 @@ vae_elbo_kernel(const float* __restrict__ x,
       const uint32_t own = (uint32_t)owned_rows<R>(rank);
       if constexpr (row8_all<R>()) {   // rows rank and 8 summed here (row 8's h2 computed, not received)
         mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * 2 * 2 * L * sizeof(float)));
+#ifdef VAE_CK_P5B   // row 8's recon comes to rank 0 as one partial per (peer, warp)
+        mbar_expect(&bars[BAR_OUT], (uint32_t)((CLUSTER - 1) * (rank == 0 ? 1 + WARPS : 1) * sizeof(float)));
+#else
         mbar_expect(&bars[BAR_OUT], (uint32_t)((CLUSTER - 1) * own * sizeof(float)));
+#endif
         mbar_expect(&bars[BAR_H2], (uint32_t)((CLUSTER - 1) * H * sizeof(float)));
       } else {
       mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * own * 2 * L * sizeof(float)));   // mu | logvar partials
@@ -904,7 +952,7 @@ vae_elbo_kernel(const float* __restrict__ x,
   if constexpr (ck_threads<R>() > THREADS) {
     if (warp == WARPS) {   // the noise warp: it draws, hands the values over and exits
       if constexpr (R <= 9) {   // lane j: latent j of each owned row, into Z (z overwrites it)
-        const int own = row8_all<R>() ? 2 : owned_rows<R>(rank);   // R8ALL: rows rank and 8
+        const int own = row8_all<R>() ? 2 : owned_rows<R>(rank);   // row 8 in every block at R = 9
         float e[2] = {0.f, 0.f};
         if constexpr (row8_all<R>()) {
 #pragma unroll
@@ -918,7 +966,7 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll
         for (int i = 0; i < 2; ++i)
           if (i < own) smem[S::Z + i * L + lane] = e[i];
-      } else {   // VAE_CK_NW16: lane l, entries l and l + 32 of the block's R x 4 (row, latent), into PART
+      } else {   // R = 16 (v22): lane l, entries l and l + 32 of the block's R x 4 (row, latent), into PART
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const int t = lane + 32 * i;
@@ -977,16 +1025,25 @@ vae_elbo_kernel(const float* __restrict__ x,
     // rows; no z exchange. Recon partials go to each row's owner, which writes the outputs.
     // Thread t: output j = t / 4 (< 32 mu, else logvar), k = 8 (t % 4) .. + 8 of the slice. Partials staged in
     // PART [R][2L] at MVP_STAGE, received in PART [CLUSTER][2][2L] at 0 (PART is free until phase 4).
-    const int own = row8_all<R>() ? 2 : owned_rows<R>(rank);   // rows whose middle runs here (R8ALL: rank and 8)
+    const int own = row8_all<R>() ? 2 : owned_rows<R>(rank);   // rows whose middle runs here (R = 9: rank and 8)
     constexpr int MVP_STAGE = CLUSTER * 2 * 2 * L;
     static_assert(MVP_STAGE + R * 2 * L <= DEC_KG * R * PART_LD, "the partials fit in PART");
     const int jp = tid >> 2, gp = tid & 3;
+#ifdef VAE_CK_L64   // dev: h read as 4 float2 (k pair (q + gp) % 4: 4 distinct a warp, 1 wavefront each), not 2 float4
+    float2 wq[4];
+    {
+      const float* M = (jp < L ? Wmu + (size_t)jp * H : Wlv + (size_t)(jp - L) * H) + rank * H_SLICE + 8 * gp;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) wq[q] = __ldg(reinterpret_cast<const float2*>(M + 2 * ((q + gp) & 3)));
+    }
+#else
     float4 wp[2];
     {
       const float* M = (jp < L ? Wmu + (size_t)jp * H : Wlv + (size_t)(jp - L) * H) + rank * H_SLICE + 8 * gp;
       wp[0] = __ldg(reinterpret_cast<const float4*>(M));
       wp[1] = __ldg(reinterpret_cast<const float4*>(M) + 1);
     }
+#endif
     float4 w1r[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i)
@@ -1013,11 +1070,21 @@ vae_elbo_kernel(const float* __restrict__ x,
       float* stage = smem + S::PART + MVP_STAGE;   // [R][2L] this block's partials
 #pragma unroll
       for (int r = 0; r < R; ++r) {
+#ifdef VAE_CK_L64
+        const float* hr = smem + S::HID + r * H + rank * H_SLICE + 8 * gp;
+        float t = 0.f;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float2 a = *reinterpret_cast<const float2*>(hr + 2 * ((q + gp) & 3));
+          t = fmaf(wq[q].y, a.y, fmaf(wq[q].x, a.x, t));
+        }
+#else
         const float4* hr = reinterpret_cast<const float4*>(smem + S::HID + r * H + rank * H_SLICE + 8 * gp);
         const float4 a0 = hr[0], a1 = hr[1];
         float t = wp[0].x * a0.x;
         t = fmaf(wp[0].y, a0.y, t); t = fmaf(wp[0].z, a0.z, t); t = fmaf(wp[0].w, a0.w, t);
         t = fmaf(wp[1].x, a1.x, t); t = fmaf(wp[1].y, a1.y, t); t = fmaf(wp[1].z, a1.z, t); t = fmaf(wp[1].w, a1.w, t);
+#endif
         t += __shfl_xor_sync(0xffffffffu, t, 1);
         t += __shfl_xor_sync(0xffffffffu, t, 2);
         if (gp == 0) stage[r * 2 * L + jp] = t;
@@ -1096,7 +1163,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     }
     ck_sync<R>();   // own h2 rows complete
     {
-      const int per = (row8_all<R>() ? 1 : own) * (H / 4);   // R8ALL: row 8 is not pushed
+      const int per = (row8_all<R>() ? 1 : own) * (H / 4);   // row 8 is not pushed
       for (int e = tid; e < (CLUSTER - 1) * per; e += THREADS) {
         const int dst = (rank + 1 + e / per) % CLUSTER, q = e % per;
         float* p = smem + S::HID2 + (rank + CLUSTER * (q / (H / 4))) * HS + 4 * (q % (H / 4));
@@ -1127,14 +1194,8 @@ vae_elbo_kernel(const float* __restrict__ x,
     cluster_wait();    // every block of the cluster has started (cheap by now)
     ck_sync<R>();   // own h slice complete
     push_slice<R, H>(smem + S::HID, &bars[BAR_HID], rank, tid);
-    // thread t < 4R's noise, drawn while the peers' h slices arrive (in phase 2 it was on the path; at
-    // the start, while x and We load, it made the encoder ~1 µs later)
-#ifndef VAE_CK_NW16
-    const float eps = tid < R * L_SLICE && tid / L_SLICE < rows
-        ? noise_source(noise)((uint64_t)(row0 + tid / L_SLICE) * L + rank * L_SLICE + tid % L_SLICE) : 0.f;
-#else
+    // the noise: the ninth warp's (v22; until v21 threads t < 4R drew it here while the peers' h slices arrived)
     float eps = 0.f;   // the noise warp's, read after the mu | logvar layer
-#endif
     mbar_wait_cluster(&bars[BAR_HID], 0);
     PROF(3);
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 3   // dev (wrong results): up to the h exchange (+ copies, a barrier)
@@ -1148,12 +1209,8 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll 1
     for (int q = 0; q < Q; ++q) mulv_rows<R, RC>(smem, wml, bias2, q * RC, warp, lane);
     if constexpr (REM > 0) mulv_rows<R, REM>(smem, wml, bias2, Q * RC, warp, lane);
-#ifndef VAE_CK_NW16
-    ck_sync<R>();
-#else
     wait_noise();   // mu | logvar complete; the noise warp's eps in PART
     if (tid < R * L_SLICE) eps = smem[S::PART + tid];
-#endif
     if (tid < R * L_SLICE) {
       const int r = tid / L_SLICE, jj = tid % L_SLICE, j = rank * L_SLICE + jj;
       const float mu = smem[S::MULV + r * MULV_U + jj];
@@ -1221,6 +1278,36 @@ vae_elbo_kernel(const float* __restrict__ x,
   // one after the other, each pixel's term after the last, ~0.5 us a row); each row's sum keeps its order (pixels
   // lane + 32 j in j order, then the shuffles).
   PROF(12);
+#ifdef VAE_CK_P5B
+  if constexpr (R == 9) {   // dev: warp w -> row w (pixels lane + 32 j) and row 8's pixels w + 8 lane (< 98)
+    constexpr int NP = (D_SLICE + 31) / 32;
+    float s0 = 0.f, s8 = 0.f;
+#pragma unroll
+    for (int j = 0; j < NP; ++j) {
+      const int p = min(lane + 32 * j, D_SLICE - 1);
+      const float t = bce_at<R>(smem, rank, warp, p);
+      if (lane + 32 * j < D_SLICE) s0 += t;
+    }
+    {
+      const int p = warp + WARPS * lane;
+      const float t = bce_at<R>(smem, rank, CLUSTER, min(p, D_SLICE - 1));
+      if (p < D_SLICE) s8 = t;
+    }
+#pragma unroll
+    for (int o = 16; o >= 1; o >>= 1) {
+      s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+      s8 += __shfl_xor_sync(0xffffffffu, s8, o);
+    }
+    if (lane == 0) {
+      const float v0 = warp < rows ? s0 : 0.f, v8 = CLUSTER < rows ? s8 : 0.f;
+      if (rank == warp) smem[S::RECON + rank * R + warp] = v0;
+      else st_async(cluster_addr(smem + S::RECON + rank * R + warp, warp), v0, cluster_addr(&bars[BAR_OUT], warp));
+      float* slot8 = smem + S::RECON8 + rank * WARPS + warp;
+      if (rank == 0) *slot8 = v8;
+      else st_async(cluster_addr(slot8, 0), v8, cluster_addr(&bars[BAR_OUT], 0));
+    }
+  } else
+#endif
   {
     constexpr int RW = (R + WARPS - 1) / WARPS, NP = (D_SLICE + 31) / 32;
     float s[RW];
@@ -1231,20 +1318,7 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll
       for (int j = 0; j < NP; ++j) {
         const int p = min(lane + 32 * j, D_SLICE - 1);
-        const float* part = smem + S::PART + r * PART_LD + p;
-#ifdef VAE_CK_P8
-        float logit;
-        if constexpr (R <= 9) {   // (w0 + w4) + (w1 + w5) ... as the default's k-group sums, in its order
-          const int g = R * PART_LD;
-          logit = (((part[0] + part[4 * g]) + (part[g] + part[5 * g])) + (part[2 * g] + part[6 * g]))
-                  + (part[3 * g] + part[7 * g]);
-        } else {
-          logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
-        }
-#else
-        const float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
-#endif
-        const float t = bce_term_sp(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
+        const float t = bce_at<R>(smem, rank, r, p);
         if (lane + 32 * j < D_SLICE) s[i] += t;
       }
     }
@@ -1278,6 +1352,14 @@ vae_elbo_kernel(const float* __restrict__ x,
     if (tid < owned_rows<R>(rank) && r < rows) {   // fixed summation order
       float recon = 0.f;
 #pragma unroll
+#ifdef VAE_CK_P5B
+      if (R == 9 && tid == 1) {   // row 8: the (block, warp) partials in that order
+#pragma unroll
+        for (int c = 0; c < CLUSTER; ++c)
+#pragma unroll
+          for (int w = 0; w < WARPS; ++w) recon += smem[S::RECON8 + c * WARPS + w];
+      } else
+#endif
       for (int c = 0; c < CLUSTER; ++c) recon += smem[S::RECON + c * R + r];
       store_row(out, B, row0 + r, recon, smem[S::KLR + tid]);
     }
@@ -3375,7 +3457,7 @@ static int max_clusters(c10::DeviceIndex dev) {
                                         (int)Smem<9>::BYTES));
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(CLUSTER * 64);
-    cfg.blockDim = dim3(THREADS);
+    cfg.blockDim = dim3(ck_threads<9>());
     cfg.dynamicSmemBytes = Smem<9>::BYTES;
     int n = 0;
     C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, vae_elbo_kernel<9>, &cfg));

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Nsight Compute on one forward of solution.py: stall reasons, the hottest SASS in context, loads by
-# address space, and the kernel's duration under the profiler.
+# address space, shared-memory load wavefronts, and the kernel's duration under the profiler.
 #   tools/ncu_kernel.sh [B [ROWS_PER_TILE [TAG]]]
 # B defaults to 16384 and ROWS_PER_TILE to 128 (the tensor-core kernel, one tile per SM); B = 128 with
 # ROWS_PER_TILE 0 profiles what the host picks (the cluster kernel). Extra nvcc flags (dev switches) come
@@ -30,13 +30,13 @@ PY
 PYTHONPATH=$PWD "$NCU" -f -o "$W/k" --kernel-name regex:vae_elbo_kernel --launch-skip 2 --launch-count 1 \
   --warp-sampling-interval 0 --clock-control none \
   --section WarpStateStats --section SchedulerStats --section SourceCounters --section LaunchStats \
-  --section SpeedOfLight \
-  --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+  --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables \
+  --metrics "regex:^(smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio|smsp__inst_executed_op_shared_ld\.sum|l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld\.sum|l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld\.sum)$" \
   python3 "$W/one_forward.py" > "$W/ncu_run.txt" 2>&1 || { tail -20 "$W/ncu_run.txt"; exit 1; }
 "$NCU" -i "$W/k.ncu-rep" --page details > "$OUT/${TAG}_details.txt" 2>&1
 "$NCU" -i "$W/k.ncu-rep" --page source --csv --print-source sass > "$W/src.csv" 2>&1
 python3 tools/ncu_hotspots.py "$W/src.csv" > "$OUT/${TAG}_hotspots.txt"
 # the device tool returns a few files per call: the report and the per-instruction CSV travel as one archive
 tar czf "$OUT/${TAG}_ncu.tgz" -C "$W" k.ncu-rep src.csv one_forward.py ncu_run.txt && rm -rf "$W"
-grep -E "vae_elbo_kernel|Duration|stalled_|Warp Cycles Per Issued|Issued Ipc|Eligible Warps|No Eligible" "$OUT/${TAG}_details.txt"
+grep -E "vae_elbo_kernel|Duration|stalled_|op_shared_ld|mem_shared_op_ld|Warp Cycles Per Issued|Issued Ipc|Eligible Warps|No Eligible" "$OUT/${TAG}_details.txt"
 head -60 "$OUT/${TAG}_hotspots.txt"
