@@ -66,7 +66,7 @@ Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE
 kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
 phase: GPU time by prefix; six more in notes/ck-s25.patch (applies to v20's solution.py, 4f9932a), slower or flat
-in session 26), VAE_CK_P8 (R <= 9: a partial-logit buffer per warp; compile-checked only), VAE_CK_ONLY
+in session 26; three more in notes/ck-s29.patch, flat in session 29), VAE_CK_ONLY
 (only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
@@ -142,18 +142,8 @@ struct Smem {
   static constexpr int KL = MULV + R * MULV_U;        // R x L   KL terms (rank 0 gathers; R = 16)
   static constexpr int KLR = KL;                      // R <= 9, in KL: the owned rows' -KL/2 [2]
   static constexpr int PART = KL + R * L;             // DEC_KG x R x PART_LD  partial logits per k-group
-#ifdef VAE_CK_P8   // dev: R <= 9, one partial-logit buffer per warp (8), no read-modify-write and one barrier fewer
-  static constexpr int PART_GROUPS = R <= 9 ? WARPS : DEC_KG;
-#else
-  static constexpr int PART_GROUPS = DEC_KG;
-#endif
-  static constexpr int RECON = PART + PART_GROUPS * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
-#ifdef VAE_CK_P5B   // dev: R = 9, row 8's recon partials per (block, warp) after RECON: CLUSTER x WARPS
-  static constexpr int RECON8 = RECON + CLUSTER * R;
-  static constexpr int B2 = RECON8 + (R == 9 ? CLUSTER * WARPS : 0);
-#else
+  static constexpr int RECON = PART + DEC_KG * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
   static constexpr int B2 = RECON + CLUSTER * R;      // D_SLICE  this block's slice of b2
-#endif
   static constexpr int BARS = (B2 + D_SLICE + 1) / 2 * 2;   // 6 mbarriers, 8-byte aligned
   static constexpr size_t BYTES = BARS * sizeof(float) + 6 * sizeof(uint64_t);
   static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "float4 alignment");
@@ -671,40 +661,22 @@ __device__ __forceinline__ void dec_logits_mma(float* smem, int kg, int nt0, int
 // lane, shuffle-summed over the 16 lanes of each parity (a 4th slot of 32 lanes for 2 pixels measured 0.2-0.5
 // us slower). Warps 4-7 store their partial logits to PART[w - 4], warps 0-3 add theirs (fixed order), so
 // PART holds DEC_KG = 4 k-group sums as the tensor-core version's.
-// VAE_CK_L64 (dev, session 28): ncu counts 4 shared wavefronts for every LDS.128, broadcast or not, and 1 for an
-// LDS.64 whose warp reads at most 128 distinct bytes: the h2 loads (8 distinct float4 a warp) cost the last layer ~2300
-// wavefronts an SM (~1.2 us of the shared pipe). With the switch lane l reads k pair p = (i + l % 16) % 16 as one float2
-// (16 distinct a warp: 1 wavefront), W2 held as float2 in the same order (its loads still conflict-free: 16 lanes, 16
-// banks pairs), so a float4's worth costs 2 wavefronts instead of 4.
-#ifdef VAE_CK_L64
-struct W2Regs {
-  float2 w[D_SLICE / 32][H / WARPS / 2];   // [slot j][i]: pixel l + 32 j, k = 32 w + 2 ((i + l % 16) % 16) + {0, 1}
-  float2 x;                                // pixel 96 + l % 2, k = 32 w + 2 (l / 2) + {0, 1}
-};
-#else
+// (Session 29: h2 as float2 loads, VAE_CK_L64 in notes/ck-s29.patch, ran flat: ncu's shared-load wavefronts the
+// same, 752 K a forward, at twice the load instructions.)
 struct W2Regs {
   float4 w[D_SLICE / 32][H / WARPS / 4];   // [slot j][i]: pixel l + 32 j, k = 32 w + 4 ((i + l % 8) % 8) + [0, 4)
   float2 x;                                // pixel 96 + l % 2, k = 32 w + 2 (l / 2) + {0, 1}
 };
-#endif
 template <int R>
 __device__ __forceinline__ void load_w2_regs(const float* smem, int warp, int lane, W2Regs& w) {
   constexpr int NS = D_SLICE / 32, KW = H / WARPS;
   const float* w2 = smem + Smem<R>::W2 + warp * KW;
-#ifdef VAE_CK_L64
-#pragma unroll
-  for (int j = 0; j < NS; ++j)
-#pragma unroll
-    for (int i = 0; i < KW / 2; ++i)
-      w.w[j][i] = *reinterpret_cast<const float2*>(w2 + (lane + 32 * j) * H + 2 * ((i + lane) & (KW / 2 - 1)));
-#else
   const int rot = 4 * (lane & 7);
 #pragma unroll
   for (int j = 0; j < NS; ++j)
 #pragma unroll
     for (int i = 0; i < KW / 4; ++i)
       w.w[j][i] = *reinterpret_cast<const float4*>(w2 + (lane + 32 * j) * H + ((4 * i + rot) & (KW - 1)));
-#endif
   w.x = *reinterpret_cast<const float2*>(w2 + (32 * NS + (lane & 1)) * H + 2 * (lane >> 1));
 }
 template <int R>
@@ -718,18 +690,7 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[j][r] = 0.f;
   const float* h2 = smem + S::HID2 + warp * KW;
-#if defined(VAE_CK_L64) && !defined(VAE_SKIP_DEC)
-#pragma unroll
-  for (int i = 0; i < KW / 2; ++i) {
-    const int p = 2 * ((i + lane) & (KW / 2 - 1));
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const float2 h = *reinterpret_cast<const float2*>(h2 + r * HS + p);
-#pragma unroll
-      for (int j = 0; j < NS; ++j) acc[j][r] = fmaf(wr.w[j][i].y, h.y, fmaf(wr.w[j][i].x, h.x, acc[j][r]));
-    }
-  }
-#elif !defined(VAE_SKIP_DEC)
+#ifndef VAE_SKIP_DEC
   const int rot = 4 * (lane & 7);
 #pragma unroll
   for (int i = 0; i < KW / 4; ++i) {
@@ -758,18 +719,6 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
   for (int o = 2; o < 32; o <<= 1)
 #pragma unroll
     for (int r = 0; r < R; ++r) accx[r] += __shfl_xor_sync(0xffffffffu, accx[r], o);
-#ifdef VAE_CK_P8   // dev: every warp its own buffer; phase 5 adds them as the default's k-group pairs, bit for bit
-  float* part8 = smem + S::PART + warp * R * PART_LD;
-#pragma unroll
-  for (int j = 0; j < NS; ++j)
-    if (lane + 32 * j < D_SLICE)
-#pragma unroll
-      for (int r = 0; r < R; ++r) part8[r * PART_LD + lane + 32 * j] = acc[j][r];
-  if (lane < PX)
-#pragma unroll
-    for (int r = 0; r < R; ++r) part8[r * PART_LD + 32 * NS + lane] = accx[r];
-  return;
-#endif
   float* part = smem + S::PART + (warp % DEC_KG) * R * PART_LD;
   if (warp >= DEC_KG) {
 #pragma unroll
@@ -799,18 +748,7 @@ template <int R>
 __device__ __forceinline__ float bce_at(const float* smem, int rank, int r, int p) {
   using S = Smem<R>;
   const float* part = smem + S::PART + r * PART_LD + p;
-#ifdef VAE_CK_P8
-  float logit;
-  if constexpr (R <= 9) {   // (w0 + w4) + (w1 + w5) ... as the default's k-group sums, in its order
-    const int g = R * PART_LD;
-    logit = (((part[0] + part[4 * g]) + (part[g] + part[5 * g])) + (part[2 * g] + part[6 * g]))
-            + (part[3 * g] + part[7 * g]);
-  } else {
-    logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
-  }
-#else
   const float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
-#endif
   return bce_term_sp(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
 }
 
@@ -928,11 +866,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       const uint32_t own = (uint32_t)owned_rows<R>(rank);
       if constexpr (row8_all<R>()) {   // rows rank and 8 summed here (row 8's h2 computed, not received)
         mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * 2 * 2 * L * sizeof(float)));
-#ifdef VAE_CK_P5B   // row 8's recon comes to rank 0 as one partial per (peer, warp)
-        mbar_expect(&bars[BAR_OUT], (uint32_t)((CLUSTER - 1) * (rank == 0 ? 1 + WARPS : 1) * sizeof(float)));
-#else
         mbar_expect(&bars[BAR_OUT], (uint32_t)((CLUSTER - 1) * own * sizeof(float)));
-#endif
         mbar_expect(&bars[BAR_H2], (uint32_t)((CLUSTER - 1) * H * sizeof(float)));
       } else {
       mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * own * 2 * L * sizeof(float)));   // mu | logvar partials
@@ -1029,21 +963,12 @@ vae_elbo_kernel(const float* __restrict__ x,
     constexpr int MVP_STAGE = CLUSTER * 2 * 2 * L;
     static_assert(MVP_STAGE + R * 2 * L <= DEC_KG * R * PART_LD, "the partials fit in PART");
     const int jp = tid >> 2, gp = tid & 3;
-#ifdef VAE_CK_L64   // dev: h read as 4 float2 (k pair (q + gp) % 4: 4 distinct a warp, 1 wavefront each), not 2 float4
-    float2 wq[4];
-    {
-      const float* M = (jp < L ? Wmu + (size_t)jp * H : Wlv + (size_t)(jp - L) * H) + rank * H_SLICE + 8 * gp;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) wq[q] = __ldg(reinterpret_cast<const float2*>(M + 2 * ((q + gp) & 3)));
-    }
-#else
     float4 wp[2];
     {
       const float* M = (jp < L ? Wmu + (size_t)jp * H : Wlv + (size_t)(jp - L) * H) + rank * H_SLICE + 8 * gp;
       wp[0] = __ldg(reinterpret_cast<const float4*>(M));
       wp[1] = __ldg(reinterpret_cast<const float4*>(M) + 1);
     }
-#endif
     float4 w1r[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i)
@@ -1070,21 +995,11 @@ vae_elbo_kernel(const float* __restrict__ x,
       float* stage = smem + S::PART + MVP_STAGE;   // [R][2L] this block's partials
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-#ifdef VAE_CK_L64
-        const float* hr = smem + S::HID + r * H + rank * H_SLICE + 8 * gp;
-        float t = 0.f;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const float2 a = *reinterpret_cast<const float2*>(hr + 2 * ((q + gp) & 3));
-          t = fmaf(wq[q].y, a.y, fmaf(wq[q].x, a.x, t));
-        }
-#else
         const float4* hr = reinterpret_cast<const float4*>(smem + S::HID + r * H + rank * H_SLICE + 8 * gp);
         const float4 a0 = hr[0], a1 = hr[1];
         float t = wp[0].x * a0.x;
         t = fmaf(wp[0].y, a0.y, t); t = fmaf(wp[0].z, a0.z, t); t = fmaf(wp[0].w, a0.w, t);
         t = fmaf(wp[1].x, a1.x, t); t = fmaf(wp[1].y, a1.y, t); t = fmaf(wp[1].z, a1.z, t); t = fmaf(wp[1].w, a1.w, t);
-#endif
         t += __shfl_xor_sync(0xffffffffu, t, 1);
         t += __shfl_xor_sync(0xffffffffu, t, 2);
         if (gp == 0) stage[r * 2 * L + jp] = t;
@@ -1278,36 +1193,6 @@ vae_elbo_kernel(const float* __restrict__ x,
   // one after the other, each pixel's term after the last, ~0.5 us a row); each row's sum keeps its order (pixels
   // lane + 32 j in j order, then the shuffles).
   PROF(12);
-#ifdef VAE_CK_P5B
-  if constexpr (R == 9) {   // dev: warp w -> row w (pixels lane + 32 j) and row 8's pixels w + 8 lane (< 98)
-    constexpr int NP = (D_SLICE + 31) / 32;
-    float s0 = 0.f, s8 = 0.f;
-#pragma unroll
-    for (int j = 0; j < NP; ++j) {
-      const int p = min(lane + 32 * j, D_SLICE - 1);
-      const float t = bce_at<R>(smem, rank, warp, p);
-      if (lane + 32 * j < D_SLICE) s0 += t;
-    }
-    {
-      const int p = warp + WARPS * lane;
-      const float t = bce_at<R>(smem, rank, CLUSTER, min(p, D_SLICE - 1));
-      if (p < D_SLICE) s8 = t;
-    }
-#pragma unroll
-    for (int o = 16; o >= 1; o >>= 1) {
-      s0 += __shfl_xor_sync(0xffffffffu, s0, o);
-      s8 += __shfl_xor_sync(0xffffffffu, s8, o);
-    }
-    if (lane == 0) {
-      const float v0 = warp < rows ? s0 : 0.f, v8 = CLUSTER < rows ? s8 : 0.f;
-      if (rank == warp) smem[S::RECON + rank * R + warp] = v0;
-      else st_async(cluster_addr(smem + S::RECON + rank * R + warp, warp), v0, cluster_addr(&bars[BAR_OUT], warp));
-      float* slot8 = smem + S::RECON8 + rank * WARPS + warp;
-      if (rank == 0) *slot8 = v8;
-      else st_async(cluster_addr(slot8, 0), v8, cluster_addr(&bars[BAR_OUT], 0));
-    }
-  } else
-#endif
   {
     constexpr int RW = (R + WARPS - 1) / WARPS, NP = (D_SLICE + 31) / 32;
     float s[RW];
@@ -1352,14 +1237,6 @@ vae_elbo_kernel(const float* __restrict__ x,
     if (tid < owned_rows<R>(rank) && r < rows) {   // fixed summation order
       float recon = 0.f;
 #pragma unroll
-#ifdef VAE_CK_P5B
-      if (R == 9 && tid == 1) {   // row 8: the (block, warp) partials in that order
-#pragma unroll
-        for (int c = 0; c < CLUSTER; ++c)
-#pragma unroll
-          for (int w = 0; w < WARPS; ++w) recon += smem[S::RECON8 + c * WARPS + w];
-      } else
-#endif
       for (int c = 0; c < CLUSTER; ++c) recon += smem[S::RECON + c * R + r];
       store_row(out, B, row0 + r, recon, smem[S::KLR + tid]);
     }
