@@ -589,11 +589,8 @@ __device__ __forceinline__ float bce_term_sp(float logit, float xv) {
 // v22 at R = 16 too) and exits after handing it over on named barrier 3 (bar.arrive there, bar.sync by the 256 main
 // threads where they need it), so the main warps' block barriers are named barrier 1 over their 256 threads. 9 warps
 // put 3 on one scheduler: at most 168 registers a thread.
-template <int R> constexpr int ck_threads() { return THREADS + 32; }   // launch shape
-template <int R> __device__ __forceinline__ void ck_sync() {
-  if constexpr (ck_threads<R>() > THREADS) asm volatile("bar.sync 1, %0;" :: "n"(THREADS) : "memory");
-  else __syncthreads();
-}
+constexpr int CK_THREADS = THREADS + 32;   // launch shape: 8 main warps and the noise warp
+__device__ __forceinline__ void ck_sync() { asm volatile("bar.sync 1, %0;" :: "n"(THREADS) : "memory"); }
 // The noise's hand-over on named barrier 3: the noise warp arrives once it has written eps, the main threads wait
 // there before they read it (both with the barrier's memory ordering).
 __device__ __forceinline__ void noise_handed_over() { asm volatile("bar.arrive 3, %0;" :: "n"(THREADS + 32) : "memory"); }
@@ -730,7 +727,7 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
 #pragma unroll
       for (int r = 0; r < R; ++r) part[r * PART_LD + 32 * NS + lane] = accx[r];
   }
-  ck_sync<R>();
+  ck_sync();
   if (warp < DEC_KG) {
 #pragma unroll
     for (int j = 0; j < NS; ++j)
@@ -831,7 +828,7 @@ __device__ __forceinline__ void mulv_rows(float* smem, const WarpRows<1, H>& w, 
 //      the row's gatherer (R <= 9 its owner, else rank 0), which sums in fixed order and writes the outputs.
 // ---------------------------------------------------------------------------
 template <int R>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(ck_threads<R>(), 1)
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(CK_THREADS, 1)
 vae_elbo_kernel(const float* __restrict__ x,
                 const float* __restrict__ We, const float* __restrict__ be,
                 const float* __restrict__ Wmu, const float* __restrict__ bmu,
@@ -883,35 +880,33 @@ vae_elbo_kernel(const float* __restrict__ x,
     bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
   }
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
-  if constexpr (ck_threads<R>() > THREADS) {
-    if (warp == WARPS) {   // the noise warp: it draws, hands the values over and exits
-      if constexpr (R <= 9) {   // lane j: latent j of each owned row, into Z (z overwrites it)
-        const int own = row8_all<R>() ? 2 : owned_rows<R>(rank);   // row 8 in every block at R = 9
-        float e[2] = {0.f, 0.f};
-        if constexpr (row8_all<R>()) {
-#pragma unroll
-          for (int i = 0; i < 2; ++i)
-            if ((i ? CLUSTER : rank) < rows) e[i] = noise_source(noise)((uint64_t)(row0 + (i ? CLUSTER : rank)) * L + lane);
-        } else {
-#pragma unroll
-          for (int i = 0; i < 2; ++i)
-            if (i < own && rank + CLUSTER * i < rows) e[i] = noise_source(noise)((uint64_t)(row0 + rank + CLUSTER * i) * L + lane);
-        }
+  if (warp == WARPS) {   // the noise warp: it draws, hands the values over and exits
+    if constexpr (R <= 9) {   // lane j: latent j of each owned row, into Z (z overwrites it)
+      const int own = row8_all<R>() ? 2 : owned_rows<R>(rank);   // row 8 in every block at R = 9
+      float e[2] = {0.f, 0.f};
+      if constexpr (row8_all<R>()) {
 #pragma unroll
         for (int i = 0; i < 2; ++i)
-          if (i < own) smem[S::Z + i * L + lane] = e[i];
-      } else {   // R = 16 (v22): lane l, entries l and l + 32 of the block's R x 4 (row, latent), into PART
+          if ((i ? CLUSTER : rank) < rows) e[i] = noise_source(noise)((uint64_t)(row0 + (i ? CLUSTER : rank)) * L + lane);
+      } else {
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const int t = lane + 32 * i;
-          smem[S::PART + t] = t < R * L_SLICE && t / L_SLICE < rows
-              ? noise_source(noise)((uint64_t)(row0 + t / L_SLICE) * L + rank * L_SLICE + t % L_SLICE) : 0.f;
-        }
+        for (int i = 0; i < 2; ++i)
+          if (i < own && rank + CLUSTER * i < rows) e[i] = noise_source(noise)((uint64_t)(row0 + rank + CLUSTER * i) * L + lane);
       }
-      noise_handed_over();
-      cluster_wait();
-      return;
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        if (i < own) smem[S::Z + i * L + lane] = e[i];
+    } else {   // R = 16 (v22): lane l, entries l and l + 32 of the block's R x 4 (row, latent), into PART
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int t = lane + 32 * i;
+        smem[S::PART + t] = t < R * L_SLICE && t / L_SLICE < rows
+            ? noise_source(noise)((uint64_t)(row0 + t / L_SLICE) * L + rank * L_SLICE + t % L_SLICE) : 0.f;
+      }
     }
+    noise_handed_over();
+    cluster_wait();
+    return;
   }
   for (int i = rows * D + tid; i < R * D; i += THREADS) smem[S::X + i] = 0.f;   // rows past B
 
@@ -924,7 +919,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     for (int it = 0; it < ENC_AHEAD; ++it) load_pass<false>(We, unit0, lane, w, it);   // the rest inside the first chunk
 #endif
     mbar_wait(&bars[BAR_X], 0);
-    ck_sync<R>();   // zero-filled rows visible
+    ck_sync();   // zero-filled rows visible
     PROF(1);
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 1   // dev (wrong results): up to the x tile
     if (B > 0) return;
@@ -940,7 +935,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
   }
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 2   // dev (wrong results): up to the encoder (its h read back)
-  ck_sync<R>();
+  ck_sync();
   if (tid < rows) {
     float hs = 0.f;
     for (int u = 0; u < H_SLICE; ++u) hs += smem[S::HID + tid * H + rank * H_SLICE + u];
@@ -990,7 +985,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       bl = __ldg(blv + zj);
     }
     PROF(2);
-    ck_sync<R>();   // own h slice complete
+    ck_sync();   // own h slice complete
     {
       float* stage = smem + S::PART + MVP_STAGE;   // [R][2L] this block's partials
 #pragma unroll
@@ -1005,7 +1000,7 @@ vae_elbo_kernel(const float* __restrict__ x,
         if (gp == 0) stage[r * 2 * L + jp] = t;
       }
     }
-    ck_sync<R>();   // partials staged
+    ck_sync();   // partials staged
     cluster_wait();    // every block of the cluster has started (cheap by now)
     {
       // row r's 16 float4 -> owner r % 8's slot [rank][r / 8]; own rows into own slots
@@ -1053,7 +1048,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       if (zj == 0) klr[zi] = -0.5f * k;
     }
     if (tid < D_SLICE) smem[S::B2 + tid] = b2v;   // for phase 5 (barriers follow)
-    ck_sync<R>();
+    ck_sync();
     // decoder hidden of owned rows rank + 8 i, all 256 units; both rows side by side where a block may own 2 (R = 9:
     // rank 0's row 8 is on every block's path), a z row past `own` read (Z has R rows) and its h2 dropped (v19)
 #pragma unroll
@@ -1076,7 +1071,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       if (i < own)
       smem[S::HID2 + (row8_all<R>() && i == 1 ? CLUSTER : rank + CLUSTER * i) * HS + unit3] = fmaxf(v[0] + bias3, 0.f);
     }
-    ck_sync<R>();   // own h2 rows complete
+    ck_sync();   // own h2 rows complete
     {
       const int per = (row8_all<R>() ? 1 : own) * (H / 4);   // row 8 is not pushed
       for (int e = tid; e < (CLUSTER - 1) * per; e += THREADS) {
@@ -1107,7 +1102,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     load_rows(is_mu ? Wmu : Wlv, j2, lane, wml);
     PROF(2);
     cluster_wait();    // every block of the cluster has started (cheap by now)
-    ck_sync<R>();   // own h slice complete
+    ck_sync();   // own h slice complete
     push_slice<R, H>(smem + S::HID, &bars[BAR_HID], rank, tid);
     // the noise: the ninth warp's (v22; until v21 threads t < 4R drew it here while the peers' h slices arrived)
     float eps = 0.f;   // the noise warp's, read after the mu | logvar layer
@@ -1149,7 +1144,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     const float bias3 = __ldg(b1 + unit3);
     if (tid < D_SLICE) smem[S::B2 + tid] = __ldg(b2 + rank * D_SLICE + tid);   // for phase 5, from smem
     mbar_wait_cluster(&bars[BAR_Z], 0);
-    ck_sync<R>();   // own z slice visible
+    ck_sync();   // own z slice visible
     PROF(4);
 
     // ---- phase 3: decoder hidden, h2 = relu(W1 z + b1): this block's 32 units (warp w: rows w, w + 8, lane:
@@ -1167,7 +1162,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       }
       smem[S::HID2 + r * HS + unit3] = fmaxf((acc.x + acc.y) + (acc.z + acc.w) + bias3, 0.f);
     }
-    ck_sync<R>();   // own h2 slice complete
+    ck_sync();   // own h2 slice complete
     push_slice<R, HS>(smem + S::HID2, &bars[BAR_H2], rank, tid);
     mbar_wait_cluster(&bars[BAR_H2], 0);
     PROF(5);
@@ -1183,7 +1178,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     if (warp < DEC_KG) dec_logits_mma<R, DEC_TPW>(smem, warp, 0, lane);
     else dec_logits_mma<R, DEC_NT - DEC_TPW>(smem, warp - DEC_KG, DEC_TPW, lane);
   }
-  ck_sync<R>();
+  ck_sync();
   PROF(7);
 
   // ---- phase 5: warp w -> rows w, w + 8, ... (< B: rows past B are dropped), lane -> pixels lane + 32 j: logit =
@@ -1231,7 +1226,7 @@ vae_elbo_kernel(const float* __restrict__ x,
 #endif
   if constexpr (R <= 9) {   // every block owns rows: the peers' recon partials of them, then their outputs
     mbar_wait_cluster(&bars[BAR_OUT], 0);
-    ck_sync<R>();
+    ck_sync();
     PROF(9);
     const int r = rank + CLUSTER * tid;
     if (tid < owned_rows<R>(rank) && r < rows) {   // fixed summation order
@@ -1243,7 +1238,7 @@ vae_elbo_kernel(const float* __restrict__ x,
   } else {
     if (rank != 0) return;   // nothing writes into a block that is past its last wait
     mbar_wait_cluster(&bars[BAR_OUT], 0);
-    ck_sync<R>();   // rank 0's own partials visible
+    ck_sync();   // rank 0's own partials visible
     PROF(9);
     if (tid < rows) {   // fixed summation order
       float recon = 0.f, kls = 0.f;
@@ -3334,7 +3329,7 @@ static int max_clusters(c10::DeviceIndex dev) {
                                         (int)Smem<9>::BYTES));
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(CLUSTER * 64);
-    cfg.blockDim = dim3(ck_threads<9>());
+    cfg.blockDim = dim3(CK_THREADS);
     cfg.dynamicSmemBytes = Smem<9>::BYTES;
     int n = 0;
     C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, vae_elbo_kernel<9>, &cfg));
@@ -3436,11 +3431,11 @@ static void launch_forward(const at::Tensor& x, const Params& w, const Noise& no
   const int Bi = (int)B;
   static bool conf8[64], conf9[64], conf16[64], conf32[64], conf64[64];
   switch (R) {
-    case 8:  launch(vae_elbo_kernel<8>, Smem<8>::BYTES, (int)((B + 7) / 8) * CLUSTER, ck_threads<8>(), conf8,
+    case 8:  launch(vae_elbo_kernel<8>, Smem<8>::BYTES, (int)((B + 7) / 8) * CLUSTER, CK_THREADS, conf8,
                     xp, w, op, Bi, noise, stream, dv); break;
-    case 9:  launch(vae_elbo_kernel<9>, Smem<9>::BYTES, (int)((B + 8) / 9) * CLUSTER, ck_threads<9>(), conf9,
+    case 9:  launch(vae_elbo_kernel<9>, Smem<9>::BYTES, (int)((B + 8) / 9) * CLUSTER, CK_THREADS, conf9,
                     xp, w, op, Bi, noise, stream, dv); break;
-    case 16: launch(vae_elbo_kernel<16>, Smem<16>::BYTES, (int)((B + 15) / 16) * CLUSTER, ck_threads<16>(), conf16,
+    case 16: launch(vae_elbo_kernel<16>, Smem<16>::BYTES, (int)((B + 15) / 16) * CLUSTER, CK_THREADS, conf16,
                     xp, w, op, Bi, noise, stream, dv); break;
 #ifndef VAE_CK_ONLY   // dev: only the cluster kernel is compiled (builds in about half the time)
     case 32: launch(vae_elbo_kernel_tile<32>, TileSmem<32>::BYTES, (int)((B + 31) / 32), TT, conf32,
