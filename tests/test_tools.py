@@ -219,3 +219,33 @@ def test_ncu_phases_cut_at_each_wait_and_barrier_and_count_per_warp():
     # warp count from the instruction before each cut (8 warps, each running the last stretch's 2 FFMAs twice)
     assert cuts == [(0, 1, 6.0, 16.0, 8.0), (2, 3, 8.0, 16.0, 8.0), (4, 7, 6.0, 48.0, 8.0)]
     assert sum(c[2] for c in cuts) == sum(float(r["Warp Stall Sampling (All Samples)"]) for r in data)
+
+
+# ----- tools/timeline.py: the per-cluster view (the stamps themselves need a GPU) -----
+
+import timeline  # noqa: E402
+
+
+def _stamp_line(block, stamps):
+    return f"tl {block} 128 11 " + " ".join(str(v) for v in stamps)
+
+
+def test_timeline_per_cluster_gap_is_from_the_latest_encoder_to_the_first_h():
+    # two clusters of 8; stamps 0 entry, 1 x landed, 2 encoder done, 3 h landed (ns), the rest filler
+    lines = ["call 128 0"]
+    for b in range(16):
+        enc = 3000 + 100 * (b % 8) + (500 if b == 13 else 0)   # cluster 1's rank 5 is the slow one
+        h = 5000 + 10 * (b % 8) + (1000 if b >= 8 else 0)
+        lines.append(_stamp_line(b, [b * 10, 800, enc, h] + [9000] * 9))
+    rows = timeline.per_cluster(timeline.parse("\n".join(lines))[128][0])
+    assert len(rows) == 2
+    assert rows[0]["encoder, latest"] == pytest.approx(3.7) and rows[0]["slowest encoder's rank"] == 7
+    assert rows[1]["encoder, latest"] == pytest.approx(4.0) and rows[1]["slowest encoder's rank"] == 5
+    assert rows[0]["latest enc -> first h"] == pytest.approx(5.0 - 3.7)
+    assert rows[1]["latest enc -> first h"] == pytest.approx(6.0 - 4.0)
+    assert rows[1]["entry spread"] == pytest.approx(0.07)
+
+
+def test_timeline_per_cluster_leaves_out_a_cluster_with_missing_blocks():
+    lines = ["call 128 0"] + [_stamp_line(b, [0, 1, 2, 3] + [4] * 9) for b in range(12)]
+    assert len(timeline.per_cluster(timeline.parse("\n".join(lines))[128][0])) == 1

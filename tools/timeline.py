@@ -74,11 +74,36 @@ def summary(call):
     return rows, (max(ends) - t0) / 1e3
 
 
+def per_cluster(call, cluster=8):
+    """Per cluster (blocks cluster c .. c + 7) of one call, µs from the first entry: its blocks' entry spread, its
+    latest x landed and encoder done (the stamp before the exchange), its first and last 'h landed', and the gap
+    between its latest encoder and its first 'h landed' (what the exchange takes once every block is ready)."""
+    t0 = min(s[0] for _, _, s in call)
+    by = {}
+    for b, _, s in call:
+        by.setdefault(b // cluster, []).append((b % cluster, [(v - t0) / 1e3 for v in s]))
+    rows = []
+    for c, blocks in sorted(by.items()):
+        if len(blocks) < cluster:
+            continue
+        blocks = [s for _, s in sorted(blocks)]   # by rank
+        e = [s[2] for s in blocks]
+        h = [s[3] for s in blocks]
+        rows.append({"entry spread": max(s[0] for s in blocks) - min(s[0] for s in blocks),
+                     "x landed, latest": max(s[1] for s in blocks),
+                     "encoder, median": statistics.median(e), "encoder, latest": max(e),
+                     "h landed, first": min(h), "h landed, last": max(h), "latest enc -> first h": min(h) - max(e),
+                     "slowest encoder's rank": e.index(max(e))})
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1,128")
     ap.add_argument("--calls", type=int, default=7)
     ap.add_argument("--flags", default="", help="more nvcc flags (dev switches), e.g. -DVAE_CK_XMC")
+    ap.add_argument("--clusters", action="store_true", help="per-cluster view of the median call (encoder -> exchange)")
+    ap.add_argument("--raw", help="also write the child's stamp lines to this file")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     sizes = [int(b) for b in args.sizes.split(",")]
@@ -89,6 +114,9 @@ def main():
                         "--calls", str(args.calls), "--flags=" + args.flags], capture_output=True, text=True, cwd=REPO)
     if p.returncode != 0:
         sys.exit(f"the timeline build or run failed (rc {p.returncode}):\n{p.stderr[-3000:]}")
+    if args.raw:
+        with open(args.raw, "w") as f:
+            f.write(p.stdout)
     for B, calls in parse(p.stdout).items():
         spans = sorted((summary(c)[1], k) for k, c in enumerate(calls) if c)
         span, k = spans[len(spans) // 2]
@@ -98,6 +126,16 @@ def main():
         print(f"{'stamp':16s} {'first':>7s} {'median':>7s} {'last':>7s} blocks   (us from the first entry)")
         for name, lo, med, hi, n in rows:
             print(f"{name:16s} {lo:7.2f} {med:7.2f} {hi:7.2f} {n:6d}")
+        if args.clusters:
+            pc = per_cluster(calls[k])
+            if pc:
+                print(f"per cluster ({len(pc)}): min / median / max over the clusters")
+                for key in pc[0]:
+                    v = [r[key] for r in pc]
+                    if key.endswith("rank"):
+                        print(f"  {key:24s} " + " ".join(str(x) for x in v))
+                    else:
+                        print(f"  {key:24s} {min(v):7.2f} {statistics.median(v):7.2f} {max(v):7.2f}")
 
 
 if __name__ == "__main__":
