@@ -68,7 +68,7 @@ phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the clu
 phase: GPU time by prefix; six more in notes/ck-s25.patch (applies to v20's solution.py, 4f9932a), slower or flat
 in session 26; three more in notes/ck-s29.patch, flat in session 29; VAE_CK_W16, 16 compute warps, in
 notes/ck-s30-w16.patch, slower in session 30), VAE_CK_WPE=1..3 (phase 2's Wmu | Wlv operands by cp.async, issued
-early), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders thread 0's mbarrier
+early), VAE_CK_W2AT=1..4 (W2's copies issued before or during the encoder), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders thread 0's mbarrier
 inits, as before session 30), VAE_CK_ONLY
 (only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
@@ -886,6 +886,12 @@ vae_elbo_kernel(const float* __restrict__ x,
     }
     mbar_fence_init();
     bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
+#if defined(VAE_CK_W2AT)   // =1: W2's 7 copies right behind x's, by the thread that armed the barriers
+    if constexpr (R <= 9 && VAE_CK_W2AT == 1)
+      for (int c = 0; c < 7; ++c)
+        bulk_copy(smem + S::W2 + c * 14 * H, W2 + ((size_t)rank * D_SLICE + c * 14) * H,
+                  (uint32_t)(14 * H * sizeof(float)), &bars[BAR_W2]);
+#endif
   }
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
   if (warp == WARPS) {   // the noise warp: it draws, hands the values over and exits
@@ -929,6 +935,15 @@ vae_elbo_kernel(const float* __restrict__ x,
   };
   if (VAE_CK_WPE == 1) issue_wp();
 #endif
+#if defined(VAE_CK_W2AT)   // dev: W2's 7 copies of 14 rows (R <= 9) issued early: at entry (=1), once x has landed
+  // (=2), at the top of the encoder's 5th pass (=3); =4: copies 0-2 once x has landed, 3-6 at the usual place
+  auto issue_w2 = [&](int lo, int hi) {
+    if constexpr (R <= 9)
+      if (warp == 0 && lane >= lo && lane < hi)
+        bulk_copy(smem + S::W2 + lane * 14 * H, W2 + ((size_t)rank * D_SLICE + lane * 14) * H,
+                  (uint32_t)(14 * H * sizeof(float)), &bars[BAR_W2]);
+  };
+#endif
   for (int i = rows * D + tid; i < R * D; i += THREADS) smem[S::X + i] = 0.f;   // rows past B
 
   // ---- phase 1: encoder, h = relu(x We^T + be)
@@ -954,6 +969,10 @@ vae_elbo_kernel(const float* __restrict__ x,
 #if defined(VAE_CK_WPE)
     if (VAE_CK_WPE == 2) issue_wp();
 #endif
+#if defined(VAE_CK_W2AT)
+    if (VAE_CK_W2AT == 2) issue_w2(0, 7);
+    if (VAE_CK_W2AT == 4) issue_w2(0, 3);
+#endif
     enc_rows<R, RC>(smem, w, be, unit0, 0, lane, [&](int it) {
       if (it + ENC_AHEAD <= WarpRows<ENC_U, D>::FULL) {
         __syncwarp();   // a memory barrier for the warp: ptxas keeps the weak loads below after pass it - 1
@@ -961,6 +980,9 @@ vae_elbo_kernel(const float* __restrict__ x,
       }
 #if defined(VAE_CK_WPE)
       if (VAE_CK_WPE == 3 && it == 4) issue_wp();
+#endif
+#if defined(VAE_CK_W2AT)
+      if (VAE_CK_W2AT == 3 && it == 4) issue_w2(0, 7);
 #endif
     });
 #pragma unroll 1
@@ -1011,7 +1033,11 @@ vae_elbo_kernel(const float* __restrict__ x,
     // kept the issuing warps ~1 us before the partials), issued after the loads above, which are needed first
     constexpr int W2_ROWS = 14;
     static_assert(D_SLICE % W2_ROWS == 0 && D_SLICE / W2_ROWS <= 32, "one copy per lane of warp 0");
+#if defined(VAE_CK_W2AT)
+    if (warp == 0 && lane >= (VAE_CK_W2AT == 4 ? 3 : D_SLICE / W2_ROWS) && lane < D_SLICE / W2_ROWS)
+#else
     if (warp == 0 && lane < D_SLICE / W2_ROWS)
+#endif
       bulk_copy(smem + S::W2 + lane * W2_ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * W2_ROWS) * H,
                 (uint32_t)(W2_ROWS * H * sizeof(float)), &bars[BAR_W2]);
     const int unit3 = 32 * warp + lane / 8 + 4 * (lane % 8);   // the unit this lane's reduce-scatter ends with
