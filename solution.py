@@ -67,9 +67,10 @@ kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel 
 phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
 phase: GPU time by prefix; six more in notes/ck-s25.patch (applies to v20's solution.py, 4f9932a), slower or flat
 in session 26; three more in notes/ck-s29.patch, flat in session 29; VAE_CK_W16, 16 compute warps, in
-notes/ck-s30-w16.patch, slower in session 30), VAE_CK_WPE=1..3 (phase 2's Wmu | Wlv operands by cp.async, issued
-early), VAE_CK_W2AT=1..4 (W2's copies issued before or during the encoder), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders thread 0's mbarrier
-inits, as before session 30), VAE_CK_ONLY
+notes/ck-s30-w16.patch, slower in session 30; VAE_CK_WPE=1..3, phase 2's Wmu | Wlv operands by cp.async issued
+early, and VAE_CK_W2AT=1..4, W2's copies issued before or during the encoder, in notes/ck-s31.patch, flat or
+slower in sessions 30-31), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
+thread 0's mbarrier inits, as before session 30), VAE_CK_ONLY
 (only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
 (costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
@@ -147,12 +148,7 @@ struct Smem {
   static constexpr int PART = KL + R * L;             // DEC_KG x R x PART_LD  partial logits per k-group
   static constexpr int RECON = PART + DEC_KG * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
   static constexpr int B2 = RECON + CLUSTER * R;      // D_SLICE  this block's slice of b2
-#if defined(VAE_CK_WPE)   // dev: phase 2's Wmu | Wlv operands, THREADS x 8
-  static constexpr int WP = (B2 + D_SLICE + 3) / 4 * 4;
-  static constexpr int BARS = WP + (R <= 9 ? THREADS * 8 : 0);
-#else
   static constexpr int BARS = (B2 + D_SLICE + 1) / 2 * 2;   // 6 mbarriers, 8-byte aligned
-#endif
   static constexpr size_t BYTES = BARS * sizeof(float) + 6 * sizeof(uint64_t);
   static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "float4 alignment");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
@@ -886,12 +882,6 @@ vae_elbo_kernel(const float* __restrict__ x,
     }
     mbar_fence_init();
     bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
-#if defined(VAE_CK_W2AT)   // =1: W2's 7 copies right behind x's, by the thread that armed the barriers
-    if constexpr (R <= 9 && VAE_CK_W2AT == 1)
-      for (int c = 0; c < 7; ++c)
-        bulk_copy(smem + S::W2 + c * 14 * H, W2 + ((size_t)rank * D_SLICE + c * 14) * H,
-                  (uint32_t)(14 * H * sizeof(float)), &bars[BAR_W2]);
-#endif
   }
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
   if (warp == WARPS) {   // the noise warp: it draws, hands the values over and exits
@@ -922,28 +912,6 @@ vae_elbo_kernel(const float* __restrict__ x,
     cluster_wait();
     return;
   }
-#if defined(VAE_CK_WPE)   // dev: phase 2's Wmu | Wlv operands (2 float4 a thread) by cp.async into WP, issued at
-  // entry (=1), once x has landed (=2) or at the top of the encoder's 5th pass (=3)
-  auto issue_wp = [&]() {
-    if constexpr (R <= 9) {
-      const int jp = tid >> 2, gp = tid & 3;
-      const float* M = (jp < L ? Wmu + (size_t)jp * H : Wlv + (size_t)(jp - L) * H) + rank * H_SLICE + 8 * gp;
-      cp_async16(smem_u32(smem + S::WP + 8 * tid), M, true);
-      cp_async16(smem_u32(smem + S::WP + 8 * tid + 4), M + 4, true);
-      asm volatile("cp.async.commit_group;" ::: "memory");
-    }
-  };
-  if (VAE_CK_WPE == 1) issue_wp();
-#endif
-#if defined(VAE_CK_W2AT)   // dev: W2's 7 copies of 14 rows (R <= 9) issued early: at entry (=1), once x has landed
-  // (=2), at the top of the encoder's 5th pass (=3); =4: copies 0-2 once x has landed, 3-6 at the usual place
-  auto issue_w2 = [&](int lo, int hi) {
-    if constexpr (R <= 9)
-      if (warp == 0 && lane >= lo && lane < hi)
-        bulk_copy(smem + S::W2 + lane * 14 * H, W2 + ((size_t)rank * D_SLICE + lane * 14) * H,
-                  (uint32_t)(14 * H * sizeof(float)), &bars[BAR_W2]);
-  };
-#endif
   for (int i = rows * D + tid; i < R * D; i += THREADS) smem[S::X + i] = 0.f;   // rows past B
 
   // ---- phase 1: encoder, h = relu(x We^T + be)
@@ -966,24 +934,11 @@ vae_elbo_kernel(const float* __restrict__ x,
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 1   // dev (wrong results): up to the x tile
     if (B > 0) return;
 #endif
-#if defined(VAE_CK_WPE)
-    if (VAE_CK_WPE == 2) issue_wp();
-#endif
-#if defined(VAE_CK_W2AT)
-    if (VAE_CK_W2AT == 2) issue_w2(0, 7);
-    if (VAE_CK_W2AT == 4) issue_w2(0, 3);
-#endif
     enc_rows<R, RC>(smem, w, be, unit0, 0, lane, [&](int it) {
       if (it + ENC_AHEAD <= WarpRows<ENC_U, D>::FULL) {
         __syncwarp();   // a memory barrier for the warp: ptxas keeps the weak loads below after pass it - 1
         load_pass<false>(We, unit0, lane, w, it + ENC_AHEAD);
       }
-#if defined(VAE_CK_WPE)
-      if (VAE_CK_WPE == 3 && it == 4) issue_wp();
-#endif
-#if defined(VAE_CK_W2AT)
-      if (VAE_CK_W2AT == 3 && it == 4) issue_w2(0, 7);
-#endif
     });
 #pragma unroll 1
     for (int q = 1; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
@@ -1014,17 +969,11 @@ vae_elbo_kernel(const float* __restrict__ x,
     static_assert(MVP_STAGE + R * 2 * L <= DEC_KG * R * PART_LD, "the partials fit in PART");
     const int jp = tid >> 2, gp = tid & 3;
     float4 wp[2];
-#if defined(VAE_CK_WPE)
-    asm volatile("cp.async.wait_all;" ::: "memory");   // this thread's own two copies
-    wp[0] = reinterpret_cast<const float4*>(smem + S::WP)[2 * tid];
-    wp[1] = reinterpret_cast<const float4*>(smem + S::WP)[2 * tid + 1];
-#else
     {
       const float* M = (jp < L ? Wmu + (size_t)jp * H : Wlv + (size_t)(jp - L) * H) + rank * H_SLICE + 8 * gp;
       wp[0] = __ldg(reinterpret_cast<const float4*>(M));
       wp[1] = __ldg(reinterpret_cast<const float4*>(M) + 1);
     }
-#endif
     float4 w1r[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i)
@@ -1033,11 +982,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     // kept the issuing warps ~1 us before the partials), issued after the loads above, which are needed first
     constexpr int W2_ROWS = 14;
     static_assert(D_SLICE % W2_ROWS == 0 && D_SLICE / W2_ROWS <= 32, "one copy per lane of warp 0");
-#if defined(VAE_CK_W2AT)
-    if (warp == 0 && lane >= (VAE_CK_W2AT == 4 ? 3 : D_SLICE / W2_ROWS) && lane < D_SLICE / W2_ROWS)
-#else
     if (warp == 0 && lane < D_SLICE / W2_ROWS)
-#endif
       bulk_copy(smem + S::W2 + lane * W2_ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * W2_ROWS) * H,
                 (uint32_t)(W2_ROWS * H * sizeof(float)), &bars[BAR_W2]);
     const int unit3 = 32 * warp + lane / 8 + 4 * (lane % 8);   // the unit this lane's reduce-scatter ends with
