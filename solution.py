@@ -69,7 +69,8 @@ phase: GPU time by prefix; six more in notes/ck-s25.patch (applies to v20's solu
 in session 26; three more in notes/ck-s29.patch, flat in session 29; VAE_CK_W16, 16 compute warps, in
 notes/ck-s30-w16.patch, slower in session 30; VAE_CK_WPE=1..3, phase 2's Wmu | Wlv operands by cp.async issued
 early, and VAE_CK_W2AT=1..4, W2's copies issued before or during the encoder, in notes/ck-s31.patch, flat or
-slower in sessions 30-31), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
+slower in sessions 30-31), VAE_CK_ENC9 and VAE_CK_LATE8 (R = 9's ninth row in the encoder's
+first sweep, or after the middle's loads are issued; session 32), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
 thread 0's mbarrier inits, as before session 30), VAE_CK_ONLY
 (only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
@@ -753,6 +754,20 @@ __device__ __forceinline__ float bce_at(const float* smem, int rank, int r, int 
   return bce_term_sp(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
 }
 
+// The encoder's per-lane sums acc[u RN + r] of units [unit0, unit0+4) x rows [r0, r0+RN) summed over the warp,
+// h = relu(. + be) -> own smem HID.
+template <int R, int RN>
+__device__ __forceinline__ void enc_store(float* smem, float (&acc)[ENC_U * RN], const float* __restrict__ be,
+                                          int unit0, int r0, int lane) {
+  using S = Smem<R>;
+  constexpr int N = ENC_U * RN;
+  warp_reduce_scatter<N>(acc, lane);
+#pragma unroll
+  for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
+    const int e = scatter_entry<N>(lane, t), u = e / RN, r = r0 + e % RN;
+    if (scatter_writer<N>(lane)) smem[S::HID + r * H + unit0 + u] = fmaxf(acc[t] + __ldg(be + unit0 + u), 0.f);
+  }
+}
 // Encoder, one warp: units [unit0, unit0+4) x rows [r0, r0+RN), lanes split K=784 with this warp's
 // We rows in registers; h = relu(. + be) -> own smem HID.
 template <int R, int RN, class Pass = NoPass>
@@ -766,13 +781,31 @@ __device__ __forceinline__ void enc_rows(float* smem, const WarpRows<ENC_U, D>& 
 #ifndef VAE_SKIP_ENC
   dot_rows<RN, ENC_U, D>(w, smem + S::X + r0 * D, lane, acc, pass);
 #endif
-  warp_reduce_scatter<N>(acc, lane);
-#pragma unroll
-  for (int t = 0; t < (N >= 32 ? N / 32 : 1); ++t) {
-    const int e = scatter_entry<N>(lane, t), u = e / RN, r = r0 + e % RN;
-    if (scatter_writer<N>(lane)) smem[S::HID + r * H + unit0 + u] = fmaxf(acc[t] + __ldg(be + unit0 + u), 0.f);
-  }
+  enc_store<R, RN>(smem, acc, be, unit0, r0, lane);
 }
+#if defined(VAE_CK_ENC9)   // dev: R = 9's rows in one sweep of We's registers (acc: 36), reduced as 8 + 1 rows
+template <int R, class Pass>
+__device__ __forceinline__ void enc_rows9(float* smem, const WarpRows<ENC_U, D>& w,
+                                          const float* __restrict__ be, int unit0, int lane, Pass pass) {
+  using S = Smem<R>;
+  constexpr int RN = RC + 1;
+  float acc[ENC_U * RN];
+#pragma unroll
+  for (int i = 0; i < ENC_U * RN; ++i) acc[i] = 0.f;
+#ifndef VAE_SKIP_ENC
+  dot_rows<RN, ENC_U, D>(w, smem + S::X, lane, acc, pass);
+#endif
+  float a8[ENC_U * RC], a1[ENC_U];
+#pragma unroll
+  for (int u = 0; u < ENC_U; ++u) {
+#pragma unroll
+    for (int r = 0; r < RC; ++r) a8[u * RC + r] = acc[u * RN + r];
+    a1[u] = acc[u * RN + RC];
+  }
+  enc_store<R, RC>(smem, a8, be, unit0, 0, lane);
+  enc_store<R, 1>(smem, a1, be, unit0, RC, lane);
+}
+#endif
 
 
 // This block's slice of an activation (R rows, LD floats apart; units [32 rank, +32)) into the same place
@@ -916,8 +949,13 @@ vae_elbo_kernel(const float* __restrict__ x,
 
   // ---- phase 1: encoder, h = relu(x We^T + be)
   const int unit0 = rank * H_SLICE + warp * ENC_U;
+#if defined(VAE_CK_LATE8)   // dev: at R = 9 row 8's encoder runs after the middle's loads and W2's copies are issued
+  WarpRows<ENC_U, D> w;
+  {
+#else
   {
     WarpRows<ENC_U, D> w;
+#endif
 #ifndef VAE_SKIP_ENC
 #pragma unroll
     for (int it = 0; it < ENC_AHEAD; ++it) load_pass<false>(We, unit0, lane, w, it);   // the rest inside the first chunk
@@ -934,15 +972,25 @@ vae_elbo_kernel(const float* __restrict__ x,
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 1   // dev (wrong results): up to the x tile
     if (B > 0) return;
 #endif
-    enc_rows<R, RC>(smem, w, be, unit0, 0, lane, [&](int it) {
+    auto later_passes = [&](int it) {
       if (it + ENC_AHEAD <= WarpRows<ENC_U, D>::FULL) {
         __syncwarp();   // a memory barrier for the warp: ptxas keeps the weak loads below after pass it - 1
         load_pass<false>(We, unit0, lane, w, it + ENC_AHEAD);
       }
-    });
+    };
+#if defined(VAE_CK_ENC9)
+    if constexpr (R == 9) {
+      enc_rows9<R>(smem, w, be, unit0, lane, later_passes);
+    } else
+#endif
+    {
+    enc_rows<R, RC>(smem, w, be, unit0, 0, lane, later_passes);
 #pragma unroll 1
     for (int q = 1; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
+#if !defined(VAE_CK_LATE8)
     if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
+#endif
+    }
   }
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 2   // dev (wrong results): up to the encoder (its h read back)
   ck_sync();
@@ -994,6 +1042,9 @@ vae_elbo_kernel(const float* __restrict__ x,
       bm = __ldg(bmu + zj);
       bl = __ldg(blv + zj);
     }
+#if defined(VAE_CK_LATE8)
+    if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
+#endif
     PROF(2);
     ck_sync();   // own h slice complete
     {
