@@ -70,7 +70,8 @@ in session 26; three more in notes/ck-s29.patch, flat in session 29; VAE_CK_W16,
 notes/ck-s30-w16.patch, slower in session 30; VAE_CK_WPE=1..3, phase 2's Wmu | Wlv operands by cp.async issued
 early, and VAE_CK_W2AT=1..4, W2's copies issued before or during the encoder, in notes/ck-s31.patch, flat or
 slower in sessions 30-31), VAE_CK_ENC9 and VAE_CK_LATE8 (R = 9's ninth row in the encoder's
-first sweep, or after the middle's loads are issued; session 32), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
+first sweep, or after the middle's loads are issued; session 32), VAE_CK_NWW2=1,2 (the noise warp issues W2's
+copies, after or before the middle's loads), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
 thread 0's mbarrier inits, as before session 30), VAE_CK_ONLY
 (only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
@@ -942,6 +943,14 @@ vae_elbo_kernel(const float* __restrict__ x,
       }
     }
     noise_handed_over();
+#if defined(VAE_CK_NWW2)   // dev: at R <= 9 the noise warp issues W2's 7 copies once the main warps are past the encoder
+    if constexpr (R <= 9) {
+      asm volatile("bar.sync 4, %0;" :: "n"(THREADS + 32) : "memory");
+      if (lane < D_SLICE / 14)
+        bulk_copy(smem + S::W2 + lane * 14 * H, W2 + ((size_t)rank * D_SLICE + lane * 14) * H,
+                  (uint32_t)(14 * H * sizeof(float)), &bars[BAR_W2]);
+    }
+#endif
     cluster_wait();
     return;
   }
@@ -1002,6 +1011,9 @@ vae_elbo_kernel(const float* __restrict__ x,
   if (B > 0) return;
 #endif
   PROF(11);   // the encoder's arithmetic done (PROF(2) follows the copies' issue)
+#if defined(VAE_CK_NWW2)   // =2: the noise warp issues W2's copies before the middle's loads are issued
+  if (R <= 9 && VAE_CK_NWW2 == 2) asm volatile("bar.arrive 4, %0;" :: "n"(THREADS + 32) : "memory");
+#endif
   W2Regs w2r;   // R <= 9: the last layer's W2 operands, from smem into registers while h2 arrives
   if constexpr (R <= 9) {
     // ---- phases 2-3 by row owners (v18, v19). Block b owns rows b, b + 8 (< R). Every block computes mu | logvar
@@ -1030,7 +1042,13 @@ vae_elbo_kernel(const float* __restrict__ x,
     // kept the issuing warps ~1 us before the partials), issued after the loads above, which are needed first
     constexpr int W2_ROWS = 14;
     static_assert(D_SLICE % W2_ROWS == 0 && D_SLICE / W2_ROWS <= 32, "one copy per lane of warp 0");
+#if defined(VAE_CK_NWW2)
+    static_assert(W2_ROWS == 14, "the noise warp's copies");
+    if (VAE_CK_NWW2 != 2) asm volatile("bar.arrive 4, %0;" :: "n"(THREADS + 32) : "memory");   // the noise warp issues them
+    if (false)
+#else
     if (warp == 0 && lane < D_SLICE / W2_ROWS)
+#endif
       bulk_copy(smem + S::W2 + lane * W2_ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * W2_ROWS) * H,
                 (uint32_t)(W2_ROWS * H * sizeof(float)), &bars[BAR_W2]);
     const int unit3 = 32 * warp + lane / 8 + 4 * (lane % 8);   // the unit this lane's reduce-scatter ends with
