@@ -69,9 +69,8 @@ phase: GPU time by prefix; six more in notes/ck-s25.patch (applies to v20's solu
 in session 26; three more in notes/ck-s29.patch, flat in session 29; VAE_CK_W16, 16 compute warps, in
 notes/ck-s30-w16.patch, slower in session 30; VAE_CK_WPE=1..3, phase 2's Wmu | Wlv operands by cp.async issued
 early, and VAE_CK_W2AT=1..4, W2's copies issued before or during the encoder, in notes/ck-s31.patch, flat or
-slower in sessions 30-31), VAE_CK_ENC9 and VAE_CK_LATE8 (R = 9's ninth row in the encoder's
-first sweep, or after the middle's loads are issued; session 32), VAE_CK_NWW2=1,2 (the noise warp issues W2's
-copies, after or before the middle's loads), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
+slower in sessions 30-31; VAE_CK_ENC9, VAE_CK_LATE8 and VAE_CK_NWW2=1,2, R = 9's ninth row and W2's copies
+moved, in notes/ck-s32.patch, flat or slower in session 32), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
 thread 0's mbarrier inits, as before session 30), VAE_CK_ONLY
 (only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
@@ -784,29 +783,6 @@ __device__ __forceinline__ void enc_rows(float* smem, const WarpRows<ENC_U, D>& 
 #endif
   enc_store<R, RN>(smem, acc, be, unit0, r0, lane);
 }
-#if defined(VAE_CK_ENC9)   // dev: R = 9's rows in one sweep of We's registers (acc: 36), reduced as 8 + 1 rows
-template <int R, class Pass>
-__device__ __forceinline__ void enc_rows9(float* smem, const WarpRows<ENC_U, D>& w,
-                                          const float* __restrict__ be, int unit0, int lane, Pass pass) {
-  using S = Smem<R>;
-  constexpr int RN = RC + 1;
-  float acc[ENC_U * RN];
-#pragma unroll
-  for (int i = 0; i < ENC_U * RN; ++i) acc[i] = 0.f;
-#ifndef VAE_SKIP_ENC
-  dot_rows<RN, ENC_U, D>(w, smem + S::X, lane, acc, pass);
-#endif
-  float a8[ENC_U * RC], a1[ENC_U];
-#pragma unroll
-  for (int u = 0; u < ENC_U; ++u) {
-#pragma unroll
-    for (int r = 0; r < RC; ++r) a8[u * RC + r] = acc[u * RN + r];
-    a1[u] = acc[u * RN + RC];
-  }
-  enc_store<R, RC>(smem, a8, be, unit0, 0, lane);
-  enc_store<R, 1>(smem, a1, be, unit0, RC, lane);
-}
-#endif
 
 
 // This block's slice of an activation (R rows, LD floats apart; units [32 rank, +32)) into the same place
@@ -943,14 +919,6 @@ vae_elbo_kernel(const float* __restrict__ x,
       }
     }
     noise_handed_over();
-#if defined(VAE_CK_NWW2)   // dev: at R <= 9 the noise warp issues W2's 7 copies once the main warps are past the encoder
-    if constexpr (R <= 9) {
-      asm volatile("bar.sync 4, %0;" :: "n"(THREADS + 32) : "memory");
-      if (lane < D_SLICE / 14)
-        bulk_copy(smem + S::W2 + lane * 14 * H, W2 + ((size_t)rank * D_SLICE + lane * 14) * H,
-                  (uint32_t)(14 * H * sizeof(float)), &bars[BAR_W2]);
-    }
-#endif
     cluster_wait();
     return;
   }
@@ -958,13 +926,8 @@ vae_elbo_kernel(const float* __restrict__ x,
 
   // ---- phase 1: encoder, h = relu(x We^T + be)
   const int unit0 = rank * H_SLICE + warp * ENC_U;
-#if defined(VAE_CK_LATE8)   // dev: at R = 9 row 8's encoder runs after the middle's loads and W2's copies are issued
-  WarpRows<ENC_U, D> w;
-  {
-#else
   {
     WarpRows<ENC_U, D> w;
-#endif
 #ifndef VAE_SKIP_ENC
 #pragma unroll
     for (int it = 0; it < ENC_AHEAD; ++it) load_pass<false>(We, unit0, lane, w, it);   // the rest inside the first chunk
@@ -987,19 +950,10 @@ vae_elbo_kernel(const float* __restrict__ x,
         load_pass<false>(We, unit0, lane, w, it + ENC_AHEAD);
       }
     };
-#if defined(VAE_CK_ENC9)
-    if constexpr (R == 9) {
-      enc_rows9<R>(smem, w, be, unit0, lane, later_passes);
-    } else
-#endif
-    {
     enc_rows<R, RC>(smem, w, be, unit0, 0, lane, later_passes);
 #pragma unroll 1
     for (int q = 1; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
-#if !defined(VAE_CK_LATE8)
     if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
-#endif
-    }
   }
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 2   // dev (wrong results): up to the encoder (its h read back)
   ck_sync();
@@ -1011,9 +965,6 @@ vae_elbo_kernel(const float* __restrict__ x,
   if (B > 0) return;
 #endif
   PROF(11);   // the encoder's arithmetic done (PROF(2) follows the copies' issue)
-#if defined(VAE_CK_NWW2)   // =2: the noise warp issues W2's copies before the middle's loads are issued
-  if (R <= 9 && VAE_CK_NWW2 == 2) asm volatile("bar.arrive 4, %0;" :: "n"(THREADS + 32) : "memory");
-#endif
   W2Regs w2r;   // R <= 9: the last layer's W2 operands, from smem into registers while h2 arrives
   if constexpr (R <= 9) {
     // ---- phases 2-3 by row owners (v18, v19). Block b owns rows b, b + 8 (< R). Every block computes mu | logvar
@@ -1042,13 +993,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     // kept the issuing warps ~1 us before the partials), issued after the loads above, which are needed first
     constexpr int W2_ROWS = 14;
     static_assert(D_SLICE % W2_ROWS == 0 && D_SLICE / W2_ROWS <= 32, "one copy per lane of warp 0");
-#if defined(VAE_CK_NWW2)
-    static_assert(W2_ROWS == 14, "the noise warp's copies");
-    if (VAE_CK_NWW2 != 2) asm volatile("bar.arrive 4, %0;" :: "n"(THREADS + 32) : "memory");   // the noise warp issues them
-    if (false)
-#else
     if (warp == 0 && lane < D_SLICE / W2_ROWS)
-#endif
       bulk_copy(smem + S::W2 + lane * W2_ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * W2_ROWS) * H,
                 (uint32_t)(W2_ROWS * H * sizeof(float)), &bars[BAR_W2]);
     const int unit3 = 32 * warp + lane / 8 + 4 * (lane % 8);   // the unit this lane's reduce-scatter ends with
@@ -1060,9 +1005,6 @@ vae_elbo_kernel(const float* __restrict__ x,
       bm = __ldg(bmu + zj);
       bl = __ldg(blv + zj);
     }
-#if defined(VAE_CK_LATE8)
-    if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
-#endif
     PROF(2);
     ck_sync();   // own h slice complete
     {
