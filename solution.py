@@ -70,7 +70,8 @@ in session 26; three more in notes/ck-s29.patch, flat in session 29; VAE_CK_W16,
 notes/ck-s30-w16.patch, slower in session 30; VAE_CK_WPE=1..3, phase 2's Wmu | Wlv operands by cp.async issued
 early, and VAE_CK_W2AT=1..4, W2's copies issued before or during the encoder, in notes/ck-s31.patch, flat or
 slower in sessions 30-31; VAE_CK_ENC9, VAE_CK_LATE8 and VAE_CK_NWW2=1,2, R = 9's ninth row and W2's copies
-moved, in notes/ck-s32.patch, flat or slower in session 32), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
+moved, in notes/ck-s32.patch, flat or slower in session 32), VAE_CK_XA=1..3 (the x tile's bulk copy split at the source's 128-byte boundary, =1; the tile placed at the
+source's address mod 128 in smem, =2; both, =3; session 33), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
 thread 0's mbarrier inits, as before session 30), VAE_CK_ONLY
 (only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
@@ -138,8 +139,12 @@ struct Smem {
   static_assert(R >= RC && (R % RC == 0 || R % RC == 1), "R = 8 q (+ 1): chunks of 8 rows and one row left");
   static_assert(R <= MMA_M, "the last layer's rows fit one m16 tile");
   static constexpr int X = 0;                         // R x D   input tile (bulk copy)
+#if defined(VAE_CK_XA) && VAE_CK_XA >= 2
+  static constexpr int W2 = X + R * D + 32;           // (dev: the x tile starts up to 31 floats past X)
+#else
   static constexpr int W2 = X + R * D;                // this block's 98 rows of W2: R <= 9 98 x H (7 bulk copies),
                                                       // R = 16 104 x HS (a bulk copy per row)
+#endif
   static constexpr int HID = W2 + DEC_NT * 8 * HS;    // R x H   encoder hidden, every block's slice
   static constexpr int Z = HID + R * H;               // R x L   latent sample, every block's slice
   static constexpr int HID2 = Z + R * L;              // 16 x HS decoder hidden (computed whole here)
@@ -747,11 +752,11 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
 // Phase 5's term of row r, pixel p of this block's slice: the logit (the partial-logit groups summed in fixed
 // order, + b2) and its BCE against x.
 template <int R>
-__device__ __forceinline__ float bce_at(const float* smem, int rank, int r, int p) {
+__device__ __forceinline__ float bce_at(const float* smem, const float* xs, int rank, int r, int p) {
   using S = Smem<R>;
   const float* part = smem + S::PART + r * PART_LD + p;
   const float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
-  return bce_term_sp(logit + smem[S::B2 + p], smem[S::X + r * D + rank * D_SLICE + p]);
+  return bce_term_sp(logit + smem[S::B2 + p], xs[r * D + rank * D_SLICE + p]);
 }
 
 // The encoder's per-lane sums acc[u RN + r] of units [unit0, unit0+4) x rows [r0, r0+RN) summed over the warp,
@@ -771,7 +776,7 @@ __device__ __forceinline__ void enc_store(float* smem, float (&acc)[ENC_U * RN],
 // Encoder, one warp: units [unit0, unit0+4) x rows [r0, r0+RN), lanes split K=784 with this warp's
 // We rows in registers; h = relu(. + be) -> own smem HID.
 template <int R, int RN, class Pass = NoPass>
-__device__ __forceinline__ void enc_rows(float* smem, const WarpRows<ENC_U, D>& w,
+__device__ __forceinline__ void enc_rows(float* smem, const float* xs, const WarpRows<ENC_U, D>& w,
                                          const float* __restrict__ be, int unit0, int r0, int lane, Pass pass = {}) {
   using S = Smem<R>;
   constexpr int N = ENC_U * RN;
@@ -779,7 +784,7 @@ __device__ __forceinline__ void enc_rows(float* smem, const WarpRows<ENC_U, D>& 
 #pragma unroll
   for (int i = 0; i < N; ++i) acc[i] = 0.f;
 #ifndef VAE_SKIP_ENC
-  dot_rows<RN, ENC_U, D>(w, smem + S::X + r0 * D, lane, acc, pass);
+  dot_rows<RN, ENC_U, D>(w, xs + r0 * D, lane, acc, pass);
 #endif
   enc_store<R, RN>(smem, acc, be, unit0, r0, lane);
 }
@@ -859,6 +864,11 @@ vae_elbo_kernel(const float* __restrict__ x,
   const int row0 = (int)(blockIdx.x / CLUSTER) * R;
   const int rows = min(R, B - row0);
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::BARS);
+#if defined(VAE_CK_XA) && VAE_CK_XA >= 2   // dev: the x tile placed so that its smem address is the source's mod 128
+  float* const xs = smem + S::X + (((uint32_t)(uintptr_t)(x + (size_t)row0 * D) - smem_u32(smem + S::X)) & 127u) / 4;
+#else
+  float* const xs = smem + S::X;   // the x tile (R x D)
+#endif
 #if defined(VAE_PROFILE) || defined(VAE_TIMELINE)
   long long prof[13];
 #endif
@@ -891,7 +901,13 @@ vae_elbo_kernel(const float* __restrict__ x,
       mbar_expect(&bars[BAR_H2], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
     }
     mbar_fence_init();
-    bulk_copy(smem + S::X, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
+#if defined(VAE_CK_XA) && VAE_CK_XA != 2   // dev: the copy split where the source reaches a 128-byte boundary
+    const uint32_t head = min((uint32_t)(-(uintptr_t)(x + (size_t)row0 * D)) & 127u, (uint32_t)(rows * D * sizeof(float)));
+    if (head > 0) bulk_copy(xs, x + (size_t)row0 * D, head, &bars[BAR_X]);
+    bulk_copy(xs + head / 4, x + (size_t)row0 * D + head / 4, (uint32_t)(rows * D * sizeof(float)) - head, &bars[BAR_X]);
+#else
+    bulk_copy(xs, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
+#endif
   }
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
   if (warp == WARPS) {   // the noise warp: it draws, hands the values over and exits
@@ -922,7 +938,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     cluster_wait();
     return;
   }
-  for (int i = rows * D + tid; i < R * D; i += THREADS) smem[S::X + i] = 0.f;   // rows past B
+  for (int i = rows * D + tid; i < R * D; i += THREADS) xs[i] = 0.f;   // rows past B
 
   // ---- phase 1: encoder, h = relu(x We^T + be)
   const int unit0 = rank * H_SLICE + warp * ENC_U;
@@ -950,10 +966,10 @@ vae_elbo_kernel(const float* __restrict__ x,
         load_pass<false>(We, unit0, lane, w, it + ENC_AHEAD);
       }
     };
-    enc_rows<R, RC>(smem, w, be, unit0, 0, lane, later_passes);
+    enc_rows<R, RC>(smem, xs, w, be, unit0, 0, lane, later_passes);
 #pragma unroll 1
-    for (int q = 1; q < Q; ++q) enc_rows<R, RC>(smem, w, be, unit0, q * RC, lane);
-    if constexpr (REM > 0) enc_rows<R, REM>(smem, w, be, unit0, Q * RC, lane);
+    for (int q = 1; q < Q; ++q) enc_rows<R, RC>(smem, xs, w, be, unit0, q * RC, lane);
+    if constexpr (REM > 0) enc_rows<R, REM>(smem, xs, w, be, unit0, Q * RC, lane);
   }
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 2   // dev (wrong results): up to the encoder (its h read back)
   ck_sync();
@@ -1219,7 +1235,7 @@ vae_elbo_kernel(const float* __restrict__ x,
 #pragma unroll
       for (int j = 0; j < NP; ++j) {
         const int p = min(lane + 32 * j, D_SLICE - 1);
-        const float t = bce_at<R>(smem, rank, r, p);
+        const float t = bce_at<R>(smem, xs, rank, r, p);
         if (lane + 32 * j < D_SLICE) s[i] += t;
       }
     }
