@@ -864,8 +864,9 @@ vae_elbo_kernel(const float* __restrict__ x,
   const int row0 = (int)(blockIdx.x / CLUSTER) * R;
   const int rows = min(R, B - row0);
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::BARS);
+  const float* const xsrc = x + (size_t)row0 * D;   // the cluster's x tile in global memory
 #if defined(VAE_CK_XA) && VAE_CK_XA >= 2   // dev: the x tile placed so that its smem address is the source's mod 128
-  float* const xs = smem + S::X + (((uint32_t)(uintptr_t)(x + (size_t)row0 * D) - smem_u32(smem + S::X)) & 127u) / 4;
+  float* const xs = smem + S::X + (((uint32_t)(uintptr_t)xsrc - smem_u32(smem + S::X)) & 127u) / 4;
 #else
   float* const xs = smem + S::X;   // the x tile (R x D)
 #endif
@@ -902,11 +903,11 @@ vae_elbo_kernel(const float* __restrict__ x,
     }
     mbar_fence_init();
 #if defined(VAE_CK_XA) && VAE_CK_XA != 2   // dev: the copy split where the source reaches a 128-byte boundary
-    const uint32_t head = min((uint32_t)(-(uintptr_t)(x + (size_t)row0 * D)) & 127u, (uint32_t)(rows * D * sizeof(float)));
-    if (head > 0) bulk_copy(xs, x + (size_t)row0 * D, head, &bars[BAR_X]);
-    bulk_copy(xs + head / 4, x + (size_t)row0 * D + head / 4, (uint32_t)(rows * D * sizeof(float)) - head, &bars[BAR_X]);
+    const uint32_t head = (uint32_t)(-(uintptr_t)xsrc) & 127u;   // < 128 bytes: less than one row (rows >= 1)
+    if (head > 0) bulk_copy(xs, xsrc, head, &bars[BAR_X]);
+    bulk_copy(xs + head / 4, xsrc + head / 4, (uint32_t)(rows * D * sizeof(float)) - head, &bars[BAR_X]);
 #else
-    bulk_copy(xs, x + (size_t)row0 * D, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
+    bulk_copy(xs, xsrc, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
 #endif
   }
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
