@@ -70,8 +70,9 @@ in session 26; three more in notes/ck-s29.patch, flat in session 29; VAE_CK_W16,
 notes/ck-s30-w16.patch, slower in session 30; VAE_CK_WPE=1..3, phase 2's Wmu | Wlv operands by cp.async issued
 early, and VAE_CK_W2AT=1..4, W2's copies issued before or during the encoder, in notes/ck-s31.patch, flat or
 slower in sessions 30-31; VAE_CK_ENC9, VAE_CK_LATE8 and VAE_CK_NWW2=1,2, R = 9's ninth row and W2's copies
-moved, in notes/ck-s32.patch, flat or slower in session 32), VAE_CK_XA=1..3 (the x tile's bulk copy split at the source's 128-byte boundary, =1; the tile placed at the
-source's address mod 128 in smem, =2; both, =3; session 33), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
+moved, in notes/ck-s32.patch, flat or slower in session 32), VAE_CK_XA=1..3 (session 33; =3, the x tile placed at the
+source's address mod 128 and its copy split at the line boundary, is v23's default; =1 and =2, one of the two, were
+slower, in c767c12), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
 thread 0's mbarrier inits, as before session 30), VAE_CK_ONLY
 (only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
@@ -139,12 +140,9 @@ struct Smem {
   static_assert(R >= RC && (R % RC == 0 || R % RC == 1), "R = 8 q (+ 1): chunks of 8 rows and one row left");
   static_assert(R <= MMA_M, "the last layer's rows fit one m16 tile");
   static constexpr int X = 0;                         // R x D   input tile (bulk copy)
-#if defined(VAE_CK_XA) && VAE_CK_XA >= 2
-  static constexpr int W2 = X + R * D + 32;           // (dev: the x tile starts up to 31 floats past X)
-#else
-  static constexpr int W2 = X + R * D;                // this block's 98 rows of W2: R <= 9 98 x H (7 bulk copies),
-                                                      // R = 16 104 x HS (a bulk copy per row)
-#endif
+  static constexpr int W2 = X + R * D + 32;           // this block's 98 rows of W2: R <= 9 98 x H (7 bulk copies),
+                                                      // R = 16 104 x HS (a bulk copy per row); the x tile starts up
+                                                      // to 31 floats past X (v23: at the source's offset in its line)
   static constexpr int HID = W2 + DEC_NT * 8 * HS;    // R x H   encoder hidden, every block's slice
   static constexpr int Z = HID + R * H;               // R x L   latent sample, every block's slice
   static constexpr int HID2 = Z + R * L;              // 16 x HS decoder hidden (computed whole here)
@@ -865,11 +863,9 @@ vae_elbo_kernel(const float* __restrict__ x,
   const int rows = min(R, B - row0);
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::BARS);
   const float* const xsrc = x + (size_t)row0 * D;   // the cluster's x tile in global memory
-#if defined(VAE_CK_XA) && VAE_CK_XA >= 2   // dev: the x tile placed so that its smem address is the source's mod 128
+  // the x tile (R x D), placed so that its smem address is the source's mod 128 (v23: at R = 9 the odd clusters'
+  // tiles start 64 bytes into a line, and a bulk copy whose ends sit at different line offsets landed ~0.6 us late)
   float* const xs = smem + S::X + (((uint32_t)(uintptr_t)xsrc - smem_u32(smem + S::X)) & 127u) / 4;
-#else
-  float* const xs = smem + S::X;   // the x tile (R x D)
-#endif
 #if defined(VAE_PROFILE) || defined(VAE_TIMELINE)
   long long prof[13];
 #endif
@@ -902,13 +898,10 @@ vae_elbo_kernel(const float* __restrict__ x,
       mbar_expect(&bars[BAR_H2], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
     }
     mbar_fence_init();
-#if defined(VAE_CK_XA) && VAE_CK_XA != 2   // dev: the copy split where the source reaches a 128-byte boundary
-    const uint32_t head = (uint32_t)(-(uintptr_t)xsrc) & 127u;   // < 128 bytes: less than one row (rows >= 1)
+    // split where the source reaches a 128-byte line: a head (< 128 bytes, less than one row) and a line-aligned body
+    const uint32_t head = (uint32_t)(-(uintptr_t)xsrc) & 127u;
     if (head > 0) bulk_copy(xs, xsrc, head, &bars[BAR_X]);
     bulk_copy(xs + head / 4, xsrc + head / 4, (uint32_t)(rows * D * sizeof(float)) - head, &bars[BAR_X]);
-#else
-    bulk_copy(xs, xsrc, (uint32_t)(rows * D * sizeof(float)), &bars[BAR_X]);
-#endif
   }
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
   if (warp == WARPS) {   // the noise warp: it draws, hands the values over and exits
