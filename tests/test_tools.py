@@ -1,5 +1,5 @@
 """The dev tools' own input checks (CPU only): tools/ab_variants.py's variant specs and sources, tools/compile_check.py's
-parsing."""
+parsing, tools/goal_table.py's verdicts."""
 import os
 import subprocess
 import sys
@@ -249,3 +249,55 @@ def test_timeline_per_cluster_gap_is_from_the_latest_encoder_to_the_first_h():
 def test_timeline_per_cluster_leaves_out_a_cluster_with_missing_blocks():
     lines = ["call 128 0"] + [_stamp_line(b, [0, 1, 2, 3] + [4] * 9) for b in range(12)]
     assert len(timeline.per_cluster(timeline.parse("\n".join(lines))[128][0])) == 1
+
+
+def _goal_files(folder, sweep_rows, profiles):
+    import json
+    (folder / "sweep_batch_size.json").write_text(json.dumps({"rows": sweep_rows}))
+    for b, (kernel_us, graph_us, eager_graph_us) in profiles.items():
+        prof = {"failures": [], "profiles": {
+            "solution": {"kernels": [{"name": "vae_elbo_kernel<9>", "per_forward": 1}], "kernel_sum_us": kernel_us,
+                         "graph_us": graph_us},
+            "eager": {"graph_us": eager_graph_us}}}
+        (folder / f"profile_{b}.json").write_text(json.dumps(prof))
+
+
+def _sweep_row(b, solution, noop, eager, exit_code=0):
+    return {"value": b, "exit_code": exit_code, "median_us": {"solution": solution, "noop": noop, "eager": eager}}
+
+
+def test_goal_table_verdicts_follow_the_goals(tmp_path):
+    import goal_table
+    # B = 128 as session 27 measured it (all three B = 128 goals missed), B = 1024 at 2.64x eager's graph (met)
+    _goal_files(tmp_path, [_sweep_row(128, 28.6, 16.9, 418.9), _sweep_row(1024, 51.6, 18.4, 438.1)],
+                {128: (9.50, 10.2, 96.6), 1024: (32.1, 33.5, 88.7)})
+    text = goal_table.table(*goal_table.load(str(tmp_path)))
+    assert "| 128 | 28.6 | 16.9 | 1.69 | 418.9 | 14.6 | 9.50 | 10.20 | 96.6 | 9.47 |" in text
+    assert "B = 128: 1 kernel launch(es), 9.50 µs by the profiler (goal one, <= 6.0): NOT met" in text
+    assert "B = 128: per call 1.69x the no-op call (goal <= 1.5x): NOT met" in text
+    assert "B = 128: per call 14.6x eager (goal >= 20.0x): NOT met" in text
+    assert "B = 1024: GPU time 2.65x eager's graph (goal >= 2.5x): met" in text
+    # the same table with the goals reached says so, and a size below 2.5x does not pass
+    _goal_files(tmp_path, [_sweep_row(128, 21.0, 16.9, 430.0), _sweep_row(1024, 51.6, 18.4, 438.1)],
+                {128: (5.90, 6.3, 96.6), 1024: (40.0, 41.0, 88.7)})
+    text = goal_table.table(*goal_table.load(str(tmp_path)))
+    assert "(goal one, <= 6.0): met" in text and "(goal <= 1.5x): met" in text and "(goal >= 20.0x): met" in text
+    assert "B = 1024: GPU time 2.16x eager's graph (goal >= 2.5x): NOT met" in text
+
+
+def test_goal_table_names_what_is_missing_or_failed(tmp_path):
+    import json
+    import goal_table
+    with pytest.raises(ValueError, match="no .*sweep_batch_size.json"):
+        goal_table.load(str(tmp_path))
+    _goal_files(tmp_path, [_sweep_row(1, 25.0, 16.0, 300.0, exit_code=1), _sweep_row(2048, 70.4, 18.0, 560.0)],
+                {2048: (44.0, 45.2, 126.1)})
+    text = goal_table.table(*goal_table.load(str(tmp_path)))
+    assert "B = 1: the sweep's check did not pass (exit 1): no figure counts" in text
+    assert "no profile_B.json for B = 1: their GPU columns are blank" in text
+    assert "| 1 | 25.0 | 16.0 | 1.56 | 300.0 | 12.0 | - | - | - | - |" in text
+    prof = json.loads((tmp_path / "profile_2048.json").read_text())
+    prof["failures"] = [{"defence": "tampering", "message": "timer patched"}]
+    (tmp_path / "profile_2048.json").write_text(json.dumps(prof))
+    text = goal_table.table(*goal_table.load(str(tmp_path)))
+    assert "B = 2048: the profile reported a failure or an error: its GPU figures do not count" in text

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One device call: run the named stages in order, each under its own time limit, logs under $OUT,
 # a summary table last. Stages: make-test build all-tests timing-tests strict-tests solution-tests
-# adversarial-gpu make-check make-bench check bench copy sweep profile protocol kernel-dev wgmma-probe hgmma-peak wg-ladder coop-cluster wg-dev
+# adversarial-gpu make-check make-bench goal-table check bench copy sweep profile protocol kernel-dev wgmma-probe hgmma-peak wg-ladder coop-cluster wg-dev
 # ncu-wg (tools/ncu_kernel.sh: Nsight Compute stall reasons and hot SASS of the tensor-core kernel), timeline
-# (tools/timeline.py at B = 1 and 128: every cluster-kernel block's phase ends on one clock).
+# (tools/timeline.py at B = 1 and 128: every cluster-kernel block's phase ends on one clock), goal-table (issue 10's
+# side-by-side table at B = 1, 128, 1024, 2048 with the goals' verdicts: tools/goal_table.py, printed last).
 # `make-test` is what a newcomer runs (goal: <= 5 min on the H200). `all-tests` is its first half with
 # the build first and 8 processes: the whole suite in parallel (pytest.ini's addopts) except the
 # `gpu_timing` cases, whose verdicts compare timings and want a quiet machine: `timing-tests` runs
@@ -53,6 +54,11 @@ for spec in "$@"; do
               run_stage copy-bench "$limit" python3 -m harness bench --solution tests/solutions/correct/eager_copy.py \
                 --skip compile,compile-ro ;;
     kernel-dev) run_stage kernel-dev "$limit" python3 tools/kernel_dev.py --variants prof --eps ;;
+    goal-table) run_stage goal-sweep "$limit" python3 -m harness bench --skip compile,compile-ro \
+                --sweep batch_size=1,128,1024,2048 --out-dir results
+              for b in 1 128 1024 2048; do run_stage goal-profile-$b 60 python3 -m harness profile --quiet \
+                --batch-size $b --json results/profile_$b.json; done
+              python3 tools/goal_table.py results > "$OUT/goal-table.md" 2>&1 ;;
     timeline) run_stage timeline "$limit" python3 tools/timeline.py --sizes 1,128 ;;
     wgmma-probe) run_stage wgmma-probe "$limit" python3 tools/wgmma_probe.py ;;
     hgmma-peak) run_stage hgmma-peak "$limit" python3 tools/hgmma_peak.py ;;
@@ -71,4 +77,5 @@ cat "$OUT/env.log"
 [ -f "$OUT/cases.jsonl" ] && python3 tools/verdict_table.py "$OUT/cases.jsonl" > "$OUT/cases.md"
 for s in wgmma-probe hgmma-peak wg-ladder coop-cluster kernel-dev wg-dev ncu-wg timeline; do [ -f "$OUT/$s.log" ] && { echo "=== $s (tail)"; tail -22 "$OUT/$s.log"; }; done
 for log in "$OUT"/*.log; do grep -E "^[0-9]+ (passed|failed)|^(FAILED|ERROR) " "$log" | sed "s|^|$(basename "$log"): |"; done
+[ -f "$OUT/goal-table.md" ] && { echo "=== goal table"; cat "$OUT/goal-table.md"; }
 echo "=== summary"; printf '%s\n' "${SUMMARY[@]}"
