@@ -112,8 +112,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("variants", nargs="+", help="NAME=SOURCE[|FLAGS]")
     ap.add_argument("--sizes", default="4096,16384,65536", help="batch sizes to time (comma list)")
-    ap.add_argument("--rows", default="128", help="rows_per_tile passed to forward, comma list: a column per "
-                    "variant and value (0: automatic)")
+    ap.add_argument("--rows", default="0", help="rows_per_tile passed to forward, comma list: a column per "
+                    "variant and value (default 0: the automatic pick, what the harness times)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--check-sizes", default=",".join(map(str, CHECK_SIZES)),
                     help="batch sizes each variant is checked at against eager before timing (comma list)")
