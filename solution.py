@@ -869,6 +869,12 @@ vae_elbo_kernel(const float* __restrict__ x,
 #if defined(VAE_PROFILE) || defined(VAE_TIMELINE)
   long long prof[13];
 #endif
+#ifdef VAE_TIMELINE
+  __shared__ long long tl_warp[WARPS + 1];   // each main warp's encoder end, the noise warp's hand-over ("tw" line)
+#define TL_WARP(i) do { if (lane == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(tl_warp[i])); } while (0)
+#else
+#define TL_WARP(i) do {} while (0)
+#endif
   PROF(0);
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 0   // dev (wrong results): the launch alone
   if (B > 0) return;
@@ -928,6 +934,7 @@ vae_elbo_kernel(const float* __restrict__ x,
             ? noise_source(noise)((uint64_t)(row0 + t / L_SLICE) * L + rank * L_SLICE + t % L_SLICE) : 0.f;
       }
     }
+    TL_WARP(WARPS);
     noise_handed_over();
     cluster_wait();
     return;
@@ -965,6 +972,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     for (int q = 1; q < Q; ++q) enc_rows<R, RC>(smem, xs, w, be, unit0, q * RC, lane);
     if constexpr (REM > 0) enc_rows<R, REM>(smem, xs, w, be, unit0, Q * RC, lane);
   }
+  TL_WARP(warp);
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 2   // dev (wrong results): up to the encoder (its h read back)
   ck_sync();
   if (tid < rows) {
@@ -1252,7 +1260,9 @@ vae_elbo_kernel(const float* __restrict__ x,
 #ifdef VAE_TIMELINE
 #define VAE_TL_PRINT(n) do { if (tid == 0) printf("tl %d %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", \
     (int)blockIdx.x, B, n, prof[0], prof[1], prof[2], prof[3], prof[4], prof[5], prof[6], prof[7], prof[8], \
-    prof[9], prof[10], prof[11], prof[12]); } while (0)
+    prof[9], prof[10], prof[11], prof[12]); \
+    if (tid == 0) printf("tw %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", (int)blockIdx.x, B, tl_warp[0], \
+    tl_warp[1], tl_warp[2], tl_warp[3], tl_warp[4], tl_warp[5], tl_warp[6], tl_warp[7], tl_warp[8]); } while (0)
   if (rank != 0) VAE_TL_PRINT(9);
 #endif
   if constexpr (R <= 9) {   // every block owns rows: the peers' recon partials of them, then their outputs

@@ -251,6 +251,17 @@ def test_timeline_per_cluster_leaves_out_a_cluster_with_missing_blocks():
     assert len(timeline.per_cluster(timeline.parse("\n".join(lines))[128][0])) == 1
 
 
+def test_timeline_per_warp_times_are_from_the_first_entry_and_name_the_last_warp():
+    lines = ["call 128 0", _stamp_line(0, [100] + [0] * 12), _stamp_line(1, [300] + [0] * 12)]
+    lines.append("tw 0 128 " + " ".join(str(1100 + 10 * w) for w in range(8)) + " 2100")   # warp 7 last
+    lines.append("tw 1 128 " + " ".join(str(1500 if w == 2 else 1200) for w in range(8)) + " 2600")   # warp 2 last
+    text = "\n".join(lines)
+    rows, last = timeline.per_warp(timeline.parse(text)[128][0], timeline.parse_warps(text)[128][0])
+    assert rows[2] == ("warp 2 encoder", pytest.approx(1.02), pytest.approx(1.21), pytest.approx(1.4))
+    assert rows[8] == ("noise hand-over", pytest.approx(2.0), pytest.approx(2.25), pytest.approx(2.5))
+    assert last == [0, 0, 1, 0, 0, 0, 0, 1]
+
+
 def _goal_files(folder, sweep_rows, profiles):
     import json
     (folder / "sweep_batch_size.json").write_text(json.dumps({"rows": sweep_rows}))

@@ -10,7 +10,8 @@ the BCE pass's start. At R <= 9 (phases 2-3 by row owners) "h landed" is the own
 landed, "z landed" the block's own h2 rows pushed, "dec hidden" every h2 row landed, "W2 landed" W2's
 operands loaded into registers (before the h2 wait; with notes/ck-s25.patch's VAE_CK_W2A while the partials
 travel), "BCE done" the last layer's end, and every block stores its owned rows (the rank-0 columns show
-rank 0's).
+rank 0's). With --warps, per warp slot: when each of the 8 main warps ended the encoder and when the noise
+warp handed its values over, and which main warp ended its block's encoder last.
 
 Run on the GPU machine from the repository root (about a minute with the build):
     python3 tools/timeline.py [--sizes 1,128] [--flags="-DVAE_CK_STOP=3"]
@@ -63,6 +64,34 @@ def parse(text):
     return calls
 
 
+def parse_warps(text):
+    """{B: [{block: [9 ns stamps]}, ...] per call}: the "tw" lines (warps 0-7's encoder ends, the noise warp's
+    hand-over)."""
+    calls, cur = {}, None
+    for line in text.splitlines():
+        f = line.split()
+        if f and f[0] == "call":
+            cur = {}
+            calls.setdefault(int(f[1]), []).append(cur)
+        elif f and f[0] == "tw" and cur is not None:
+            cur[int(f[1])] = [int(v) for v in f[3:]]
+    return calls
+
+
+def per_warp(call, warps):
+    """Per warp slot (0-7 the main warps' encoder ends, 8 the noise warp's hand-over): (name, min, median, max) in
+    µs from the call's first entry over the blocks, and how often each main warp ended its block's encoder last."""
+    t0 = min(s[0] for _, _, s in call)
+    rows = []
+    for i in range(9):
+        v = [(w[i] - t0) / 1e3 for w in warps.values()]
+        rows.append(("noise hand-over" if i == 8 else f"warp {i} encoder", min(v), statistics.median(v), max(v)))
+    last = [0] * 8
+    for w in warps.values():
+        last[w[:8].index(max(w[:8]))] += 1
+    return rows, last
+
+
 def summary(call):
     t0 = min(s[0] for _, _, s in call)
     ends = [s[n - 1] for _, n, s in call]
@@ -103,6 +132,7 @@ def main():
     ap.add_argument("--calls", type=int, default=7)
     ap.add_argument("--flags", default="", help="more nvcc flags (dev switches), e.g. -DVAE_CK_XMC")
     ap.add_argument("--clusters", action="store_true", help="per-cluster view of the median call (encoder -> exchange)")
+    ap.add_argument("--warps", action="store_true", help="per warp: the encoder's end, the noise warp's hand-over")
     ap.add_argument("--raw", help="also write the child's stamp lines to this file")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -117,6 +147,7 @@ def main():
     if args.raw:
         with open(args.raw, "w") as f:
             f.write(p.stdout)
+    warp_calls = parse_warps(p.stdout)
     for B, calls in parse(p.stdout).items():
         spans = sorted((summary(c)[1], k) for k, c in enumerate(calls) if c)
         span, k = spans[len(spans) // 2]
@@ -126,6 +157,12 @@ def main():
         print(f"{'stamp':16s} {'first':>7s} {'median':>7s} {'last':>7s} blocks   (us from the first entry)")
         for name, lo, med, hi, n in rows:
             print(f"{name:16s} {lo:7.2f} {med:7.2f} {hi:7.2f} {n:6d}")
+        if args.warps and warp_calls.get(B) and len(warp_calls[B]) == len(calls) and warp_calls[B][k]:
+            rows, last = per_warp(calls[k], warp_calls[B][k])
+            print("per warp: min / median / max over the blocks (us from the first entry)")
+            for name, lo, med, hi in rows:
+                print(f"  {name:16s} {lo:7.2f} {med:7.2f} {hi:7.2f}")
+            print("  blocks whose encoder ended last in warp 0..7: " + " ".join(map(str, last)))
         if args.clusters:
             pc = per_cluster(calls[k])
             if pc:
