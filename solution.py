@@ -72,8 +72,7 @@ early, and VAE_CK_W2AT=1..4, W2's copies issued before or during the encoder, in
 slower in sessions 30-31; VAE_CK_ENC9, VAE_CK_LATE8 and VAE_CK_NWW2=1,2, R = 9's ninth row and W2's copies
 moved, in notes/ck-s32.patch, flat or slower in session 32), VAE_CK_XA=1..3 (session 33; =3, the x tile placed at the
 source's address mod 128 and its copy split at the line boundary, is v23's default; =1, the split alone, and =2, the
-placement alone, were slower, in c767c12), VAE_CK_W2W=w (session 38: the warp that issues W2's copies at R <= 9, default 0;
-VAE_CK_WEB, We by per-warp bulk copies, slower, is in notes/ck-s38-web.patch), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
+placement alone, were slower, in c767c12), VAE_CK_WEB (session 38: We by per-warp bulk copies, slower, in notes/ck-s38-web.patch), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
 thread 0's mbarrier inits, as before session 30), VAE_CK_ONLY
 (only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
@@ -1012,10 +1011,7 @@ vae_elbo_kernel(const float* __restrict__ x,
     // kept the issuing warps ~1 us before the partials), issued after the loads above, which are needed first
     constexpr int W2_ROWS = 14;
     static_assert(D_SLICE % W2_ROWS == 0 && D_SLICE / W2_ROWS <= 32, "one copy per lane of warp 0");
-#ifndef VAE_CK_W2W
-#define VAE_CK_W2W 0   // dev: the warp that issues W2's copies (session 38: warp 0 ends the encoder last most often)
-#endif
-    if (warp == VAE_CK_W2W && lane < D_SLICE / W2_ROWS)
+    if (warp == 0 && lane < D_SLICE / W2_ROWS)
       bulk_copy(smem + S::W2 + lane * W2_ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * W2_ROWS) * H,
                 (uint32_t)(W2_ROWS * H * sizeof(float)), &bars[BAR_W2]);
     const int unit3 = 32 * warp + lane / 8 + 4 * (lane % 8);   // the unit this lane's reduce-scatter ends with
