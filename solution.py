@@ -72,7 +72,8 @@ early, and VAE_CK_W2AT=1..4, W2's copies issued before or during the encoder, in
 slower in sessions 30-31; VAE_CK_ENC9, VAE_CK_LATE8 and VAE_CK_NWW2=1,2, R = 9's ninth row and W2's copies
 moved, in notes/ck-s32.patch, flat or slower in session 32), VAE_CK_XA=1..3 (session 33; =3, the x tile placed at the
 source's address mod 128 and its copy split at the line boundary, is v23's default; =1, the split alone, and =2, the
-placement alone, were slower, in c767c12), VAE_CK_WEB (session 38: We by per-warp bulk copies, slower, in notes/ck-s38-web.patch), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
+placement alone, were slower, in c767c12), VAE_CK_WEB and VAE_CK_WEP (session 38: We by per-warp bulk copies, or by a producer warp's cp.async, both
+slower, in notes/ck-s38-web.patch and notes/ck-s38-wep.patch), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
 thread 0's mbarrier inits, as before session 30), VAE_CK_ONLY
 (only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
