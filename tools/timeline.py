@@ -163,6 +163,8 @@ def main():
             for name, lo, med, hi in rows:
                 print(f"  {name:16s} {lo:7.2f} {med:7.2f} {hi:7.2f}")
             print("  blocks whose encoder ended last in warp 0..7: " + " ".join(map(str, last)))
+        elif args.warps:
+            print("per warp: no `tw` stamps for this call (the build's solution.py predates them, session 38)")
         if args.clusters:
             pc = per_cluster(calls[k])
             if pc:
