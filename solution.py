@@ -254,8 +254,15 @@ __device__ __forceinline__ void cluster_arrive_relaxed() {
 __device__ __forceinline__ void cluster_arrive() {   // this thread's earlier accesses ordered before it
   asm volatile("barrier.cluster.arrive.aligned;" ::: "memory");
 }
+#if defined(VAE_PROFILE) || defined(VAE_TIMELINE)
+__device__ __forceinline__ unsigned long long globaltimer_ns() {   // the GPU's clock in ns, the same on every SM
+  unsigned long long v;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
+  return v;
+}
+#endif
 #if defined(VAE_TIMELINE)   // dev builds only: every cluster-kernel block's %globaltimer (ns) at its phase ends
-#define PROF(i) do { if (tid == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(prof[i])); } while (0)
+#define PROF(i) do { if (tid == 0) prof[i] = (long long)globaltimer_ns(); } while (0)
 #elif defined(VAE_PROFILE)   // dev builds only: per-phase SM clock of block 0 and the last block
 #define PROF(i) do { if (tid == 0) prof[i] = clock64(); } while (0)
 #else
@@ -872,7 +879,7 @@ vae_elbo_kernel(const float* __restrict__ x,
 #endif
 #ifdef VAE_TIMELINE
   __shared__ long long tl_warp[WARPS + 1];   // each main warp's encoder end, the noise warp's hand-over ("tw" line)
-#define TL_WARP(i) do { if (lane == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(tl_warp[i])); } while (0)
+#define TL_WARP(i) do { if (lane == 0) tl_warp[i] = (long long)globaltimer_ns(); } while (0)
 #else
 #define TL_WARP(i) do {} while (0)
 #endif
@@ -1259,11 +1266,12 @@ vae_elbo_kernel(const float* __restrict__ x,
   }
   PROF(8);
 #ifdef VAE_TIMELINE
-#define VAE_TL_PRINT(n) do { if (tid == 0) printf("tl %d %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", \
+#define VAE_TL_PRINT(n) do { if (tid == 0) { \
+    printf("tl %d %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", \
     (int)blockIdx.x, B, n, prof[0], prof[1], prof[2], prof[3], prof[4], prof[5], prof[6], prof[7], prof[8], \
     prof[9], prof[10], prof[11], prof[12]); \
-    if (tid == 0) printf("tw %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", (int)blockIdx.x, B, tl_warp[0], \
-    tl_warp[1], tl_warp[2], tl_warp[3], tl_warp[4], tl_warp[5], tl_warp[6], tl_warp[7], tl_warp[8]); } while (0)
+    printf("tw %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", (int)blockIdx.x, B, tl_warp[0], \
+    tl_warp[1], tl_warp[2], tl_warp[3], tl_warp[4], tl_warp[5], tl_warp[6], tl_warp[7], tl_warp[8]); } } while (0)
   if (rank != 0) VAE_TL_PRINT(9);
 #endif
   if constexpr (R <= 9) {   // every block owns rows: the peers' recon partials of them, then their outputs
@@ -2022,11 +2030,6 @@ template <int U> __device__ __forceinline__ void w_load(const WRow& r, int lane,
   }
 }
 #ifdef VAE_PROFILE
-__device__ __forceinline__ unsigned long long globaltimer_ns() {   // the GPU's clock in ns, the same on every SM
-  unsigned long long v;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
-  return v;
-}
 __device__ long long wg_prof_split_loaded;   // block 0's thread 0: its row's loads landed (the max is known)
 #endif
 // The power-of-two scale sc of values whose largest |w| is m (m sc in [2^14, 2^15): FP16's range) and 1 / sc.

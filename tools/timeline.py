@@ -49,33 +49,29 @@ def child(sizes, calls, flags):
         print("end", flush=True)
 
 
-def parse(text):
-    """{B: [call, ...]}, a call a list of (block, last stamp index + 1, stamps)."""
+def _by_call(text, tag, add, new):
+    """{B: [call, ...]}: the child's lines split at its "call B k" markers, each `tag` line's fields folded into the
+    current call by add(call, fields); new() makes an empty call."""
     calls, cur = {}, None
     for line in text.splitlines():
         f = line.split()
-        if not f:
-            continue
-        if f[0] == "call":
-            cur = []
+        if f and f[0] == "call":
+            cur = new()
             calls.setdefault(int(f[1]), []).append(cur)
-        elif f[0] == "tl" and cur is not None:
-            cur.append((int(f[1]), int(f[3]), [int(v) for v in f[4:]]))
+        elif f and f[0] == tag and cur is not None:
+            add(cur, f)
     return calls
+
+
+def parse(text):
+    """{B: [call, ...]}, a call a list of (block, last stamp index + 1, stamps)."""
+    return _by_call(text, "tl", lambda c, f: c.append((int(f[1]), int(f[3]), [int(v) for v in f[4:]])), list)
 
 
 def parse_warps(text):
     """{B: [{block: [9 ns stamps]}, ...] per call}: the "tw" lines (warps 0-7's encoder ends, the noise warp's
     hand-over)."""
-    calls, cur = {}, None
-    for line in text.splitlines():
-        f = line.split()
-        if f and f[0] == "call":
-            cur = {}
-            calls.setdefault(int(f[1]), []).append(cur)
-        elif f and f[0] == "tw" and cur is not None:
-            cur[int(f[1])] = [int(v) for v in f[3:]]
-    return calls
+    return _by_call(text, "tw", lambda c, f: c.__setitem__(int(f[1]), [int(v) for v in f[3:]]), dict)
 
 
 def per_warp(call, warps):
