@@ -73,7 +73,8 @@ slower in sessions 30-31; VAE_CK_ENC9, VAE_CK_LATE8 and VAE_CK_NWW2=1,2, R = 9's
 moved, in notes/ck-s32.patch, flat or slower in session 32), VAE_CK_XA=1..3 (session 33; =3, the x tile placed at the
 source's address mod 128 and its copy split at the line boundary, is v23's default; =1, the split alone, and =2, the
 placement alone, were slower, in c767c12), VAE_CK_WEB and VAE_CK_WEP (session 38: We by per-warp bulk copies, or by a producer warp's cp.async, both
-slower, in notes/ck-s38-web.patch and notes/ck-s38-wep.patch), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
+slower, in notes/ck-s38-web.patch and notes/ck-s38-wep.patch), VAE_CK_W1S=1..3 (session 39: W1 by bulk copy, multicast or
+late LDGs, off the partials' wait; slower or flat, in notes/ck-s39-w1s.patch), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
 thread 0's mbarrier inits, as before session 30), VAE_CK_ONLY
 (only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
@@ -135,11 +136,6 @@ static_assert(WARPS == 2 * DEC_KG && H % (8 * DEC_KG) == 0, "last layer: 4 k-gro
 static_assert((HS * 4) % 16 == 0, "W2 rows land 16-byte aligned (one bulk copy per row)");
 static_assert((D_SLICE * H * 4) % 16 == 0 && (D * 4) % 16 == 0, "bulk copies move multiples of 16 bytes");
 
-#ifdef VAE_CK_W1S
-constexpr int NBAR = 7;                   // the cluster kernel's mbarriers (enum Bar below)
-#else
-constexpr int NBAR = 6;
-#endif
 // Shared memory of one cluster-kernel block, in floats. R = rows owned by the cluster.
 template <int R>
 struct Smem {
@@ -158,18 +154,13 @@ struct Smem {
   static constexpr int PART = KL + R * L;             // DEC_KG x R x PART_LD  partial logits per k-group
   static constexpr int RECON = PART + DEC_KG * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
   static constexpr int B2 = RECON + CLUSTER * R;      // D_SLICE  this block's slice of b2
-#ifdef VAE_CK_W1S
-  static constexpr int W1S = (B2 + D_SLICE + 3) / 4 * 4;   // R <= 9: W1 (H x L), one bulk copy (dev, session 39)
-  static constexpr int BARS = W1S + (R <= 9 ? H * L : 0);
-#else
   static constexpr int BARS = (B2 + D_SLICE + 1) / 2 * 2;   // 6 mbarriers, 8-byte aligned
-#endif
-  static constexpr size_t BYTES = BARS * sizeof(float) + NBAR * sizeof(uint64_t);
+  static constexpr size_t BYTES = BARS * sizeof(float) + 6 * sizeof(uint64_t);
   static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "float4 alignment");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
   static_assert(R > 9 || KLR + 2 <= KL + R * L, "R <= 9: at most 2 owned rows' KL sums fit in KL");
 };
-enum Bar { BAR_X, BAR_W2, BAR_HID, BAR_Z, BAR_OUT, BAR_H2, BAR_W1 };   // mbarriers, each completes once per forward
+enum Bar { BAR_X, BAR_W2, BAR_HID, BAR_Z, BAR_OUT, BAR_H2 };   // mbarriers, each completes once per forward
 // R <= 9: block `rank` owns rows rank, rank + 8 (< R) in phases 2-3 and writes their outputs
 template <int R>
 __device__ __forceinline__ int owned_rows(int rank) { return (R - rank + CLUSTER - 1) / CLUSTER; }
@@ -901,11 +892,8 @@ vae_elbo_kernel(const float* __restrict__ x,
   // ---- phase 0: mbarriers (each expects its bytes once), x tile (W2 rows: after phase 1)
   if (tid == 0) {
 #pragma unroll
-    for (int i = 0; i < NBAR; ++i) mbar_init(&bars[i]);
+    for (int i = 0; i < 6; ++i) mbar_init(&bars[i]);
     mbar_expect(&bars[BAR_X], (uint32_t)(rows * D * sizeof(float)));
-#ifdef VAE_CK_W1S
-    if constexpr (R <= 9) if (VAE_CK_W1S != 3) mbar_expect(&bars[BAR_W1], (uint32_t)(H * L * sizeof(float)));
-#endif
     mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // W2's slice, by bulk copies below
     if constexpr (R <= 9) {   // row owners: mu | logvar partials of own rows in, h2 rows of the others in, recon partials in
       const uint32_t own = (uint32_t)owned_rows<R>(rank);
@@ -1025,25 +1013,9 @@ vae_elbo_kernel(const float* __restrict__ x,
       wp[1] = __ldg(reinterpret_cast<const float4*>(M) + 1);
     }
     float4 w1r[8];
-#ifdef VAE_CK_W1S
-    // dev (session 39): W1 by one bulk copy into smem, issued before W2's. With W1's eight LDGs beside wp's, ptxas
-    // puts all ten on one scoreboard, and the partials' first FMA waited for W1's 32 KB as well as wp's 32 bytes.
-#if VAE_CK_W1S == 3   // W1's LDGs as the default's, issued once the partials are sent (below)
-#elif VAE_CK_W1S == 2   // rank r copies W1's rows [32 r, +32) into every block of the cluster (one L2 read per cluster)
-    cluster_wait();    // every block's mbarriers are ready before a peer's copy signals them
-    if (tid == 0)
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;"
-                   :: "r"(smem_u32(smem + S::W1S + rank * H_SLICE * L)), "l"(W1 + (size_t)rank * H_SLICE * L),
-                      "r"((uint32_t)(H_SLICE * L * sizeof(float))), "r"(smem_u32(&bars[BAR_W1])), "h"((uint16_t)0xff)
-                   : "memory");
-#else
-    if (tid == 0) bulk_copy(smem + S::W1S, W1, (uint32_t)(H * L * sizeof(float)), &bars[BAR_W1]);
-#endif
-#else
 #pragma unroll
     for (int i = 0; i < 8; ++i)
       w1r[i] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(32 * warp + lane / 8 + 4 * i) * L) + lane % 8);
-#endif
     // W2's slice, 98 rows unpadded (dec_logits_ffma reads them rotated), 7 copies of 14 rows (98 one-row copies
     // kept the issuing warps ~1 us before the partials), issued after the loads above, which are needed first
     constexpr int W2_ROWS = 14;
@@ -1077,9 +1049,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       }
     }
     ck_sync();   // partials staged
-#if !defined(VAE_CK_W1S) || VAE_CK_W1S != 2
     cluster_wait();    // every block of the cluster has started (cheap by now)
-#endif
     {
       // row r's 16 float4 -> owner r % 8's slot [rank][r / 8]; own rows into own slots
       constexpr int Q4 = 2 * L / 4;
@@ -1099,20 +1069,9 @@ vae_elbo_kernel(const float* __restrict__ x,
           else st_async(cluster_addr(slot, dst), v, cluster_addr(&bars[BAR_HID], dst));
         }
     }
-#if defined(VAE_CK_W1S) && VAE_CK_W1S == 3
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      w1r[i] = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(32 * warp + lane / 8 + 4 * i) * L) + lane % 8);
-#endif
     mbar_wait_cluster(&bars[BAR_HID], 0);
     wait_noise();   // the partials complete; the noise warp's eps in Z
     if (zi < own) eps = smem[S::Z + zi * L + zj];
-#if defined(VAE_CK_W1S) && VAE_CK_W1S != 3
-    mbar_wait(&bars[BAR_W1], 0);
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      w1r[i] = *reinterpret_cast<const float4*>(smem + S::W1S + (32 * warp + lane / 8 + 4 * i) * L + 4 * (lane % 8));
-#endif
     PROF(3);
 #if defined(VAE_CK_STOP) && VAE_CK_STOP == 3   // dev (wrong results): up to the h exchange (+ copies, a barrier)
     mbar_wait(&bars[BAR_W2], 0);
