@@ -152,7 +152,11 @@ struct Smem {
   static constexpr int KL = MULV + R * MULV_U;        // R x L   KL terms (rank 0 gathers; R = 16)
   static constexpr int KLR = KL;                      // R <= 9, in KL: the owned rows' -KL/2 [2]
   static constexpr int PART = KL + R * L;             // DEC_KG x R x PART_LD  partial logits per k-group
+#ifdef VAE_CK_DECR
+  static constexpr int RECON = PART + (R <= 9 ? 2 : 1) * DEC_KG * R * PART_LD;   // dev: R <= 9 a slot per warp
+#else
   static constexpr int RECON = PART + DEC_KG * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
+#endif
   static constexpr int B2 = RECON + CLUSTER * R;      // D_SLICE  this block's slice of b2
   static constexpr int BARS = (B2 + D_SLICE + 1) / 2 * 2;   // 6 mbarriers, 8-byte aligned
   static constexpr size_t BYTES = BARS * sizeof(float) + 6 * sizeof(uint64_t);
@@ -756,13 +760,63 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
       for (int r = 0; r < R; ++r) part[r * PART_LD + 32 * NS + lane] += accx[r];
   }
 }
+#ifdef VAE_CK_DECR
+// dev (session 39): dec_logits_ffma with its rows in a rolled loop (one copy of ~110 instructions run R times
+// instead of ~970 run once: the question is the straight-line code's instruction fetch), each pixel's k sum in two
+// chains (even / odd i), and every warp's partial logits to its own PART slot (no barrier inside).
+template <int R>
+__device__ __forceinline__ void dec_logits_ffma_rolled(float* smem, int warp, int lane, const W2Regs& wr) {
+  using S = Smem<R>;
+  constexpr int NS = D_SLICE / 32, KW = H / WARPS, PX = D_SLICE - 32 * NS;
+  static_assert(PX == 2 && KW == 32 && NS == 3, "the pixels left: one per lane parity, 2 k a lane");
+  const float* h2 = smem + S::HID2 + warp * KW;
+  float* part = smem + S::PART + warp * R * PART_LD;
+  const int rot = 4 * (lane & 7);
+#pragma unroll 1
+  for (int r = 0; r < R; ++r) {
+    const float* hr = h2 + r * HS;
+    float a[NS][2];
+#pragma unroll
+    for (int j = 0; j < NS; ++j) a[j][0] = a[j][1] = 0.f;
+#pragma unroll
+    for (int i = 0; i < KW / 4; ++i) {
+      const float4 h = *reinterpret_cast<const float4*>(hr + ((4 * i + rot) & (KW - 1)));
+#pragma unroll
+      for (int j = 0; j < NS; ++j) {
+        float t = a[j][i & 1];
+        t = fmaf(wr.w[j][i].x, h.x, t);
+        t = fmaf(wr.w[j][i].y, h.y, t);
+        t = fmaf(wr.w[j][i].z, h.z, t);
+        t = fmaf(wr.w[j][i].w, h.w, t);
+        a[j][i & 1] = t;
+      }
+    }
+    const float2 hx = *reinterpret_cast<const float2*>(hr + 2 * (lane >> 1));
+    float ax = fmaf(wr.x.y, hx.y, wr.x.x * hx.x);
+#pragma unroll
+    for (int o = 2; o < 32; o <<= 1) ax += __shfl_xor_sync(0xffffffffu, ax, o);
+#pragma unroll
+    for (int j = 0; j < NS; ++j) part[r * PART_LD + lane + 32 * j] = a[j][0] + a[j][1];
+    if (lane < PX) part[r * PART_LD + 32 * NS + lane] = ax;
+  }
+}
+#endif
 // Phase 5's term of row r, pixel p of this block's slice: the logit (the partial-logit groups summed in fixed
 // order, + b2) and its BCE against x.
 template <int R>
 __device__ __forceinline__ float bce_at(const float* smem, const float* xs, int rank, int r, int p) {
   using S = Smem<R>;
   const float* part = smem + S::PART + r * PART_LD + p;
+#ifdef VAE_CK_DECR
+  float logit;
+  if constexpr (R <= 9)
+    logit = (((part[0] + part[R * PART_LD]) + (part[2 * R * PART_LD] + part[3 * R * PART_LD])) +
+             ((part[4 * R * PART_LD] + part[5 * R * PART_LD]) + (part[6 * R * PART_LD] + part[7 * R * PART_LD])));
+  else
+    logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
+#else
   const float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
+#endif
   return bce_term_sp(logit + smem[S::B2 + p], xs[r * D + rank * D_SLICE + p]);
 }
 
@@ -1219,7 +1273,17 @@ vae_elbo_kernel(const float* __restrict__ x,
   // ---- phase 4: decoder output logits (dec_logits_ffma at R <= 9, W2 already in registers; else
   // dec_logits_mma); partial logits per k-group to PART
   if constexpr (R <= 9) {
+#ifdef VAE_CK_DEC2   // dev (wrong results, timeline only): the last layer twice, one copy of its code; PROF(6) after the first
+#pragma unroll 1
+    for (int rep = 0; rep < 2; ++rep) {
+      dec_logits_ffma<R>(smem, warp, lane, w2r);
+      if (rep == 0) { ck_sync(); PROF(6); }
+    }
+#elif defined(VAE_CK_DECR)
+    dec_logits_ffma_rolled<R>(smem, warp, lane, w2r);
+#else
     dec_logits_ffma<R>(smem, warp, lane, w2r);
+#endif
   } else {
     mbar_wait(&bars[BAR_W2], 0);
     PROF(6);
