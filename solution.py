@@ -74,7 +74,8 @@ moved, in notes/ck-s32.patch, flat or slower in session 32), VAE_CK_XA=1..3 (ses
 source's address mod 128 and its copy split at the line boundary, is v23's default; =1, the split alone, and =2, the
 placement alone, were slower, in c767c12), VAE_CK_WEB and VAE_CK_WEP (session 38: We by per-warp bulk copies, or by a producer warp's cp.async, both
 slower, in notes/ck-s38-web.patch and notes/ck-s38-wep.patch), VAE_CK_W1S=1..3 (session 39: W1 by bulk copy, multicast or
-late LDGs, off the partials' wait; slower or flat, in notes/ck-s39-w1s.patch), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
+late LDGs, off the partials' wait; slower or flat, in notes/ck-s39-w1s.patch), VAE_CK_DEC2 and VAE_CK_DECR (session 39, not yet
+run: the last layer twice from one copy of its code, a timeline probe of its instruction fetch; its rows rolled), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
 thread 0's mbarrier inits, as before session 30), VAE_CK_ONLY
 (only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
@@ -807,15 +808,9 @@ template <int R>
 __device__ __forceinline__ float bce_at(const float* smem, const float* xs, int rank, int r, int p) {
   using S = Smem<R>;
   const float* part = smem + S::PART + r * PART_LD + p;
-#ifdef VAE_CK_DECR
-  float logit;
-  if constexpr (R <= 9)
-    logit = (((part[0] + part[R * PART_LD]) + (part[2 * R * PART_LD] + part[3 * R * PART_LD])) +
-             ((part[4 * R * PART_LD] + part[5 * R * PART_LD]) + (part[6 * R * PART_LD] + part[7 * R * PART_LD])));
-  else
-    logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
-#else
-  const float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
+  float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
+#ifdef VAE_CK_DECR   // dev: warps 4-7's slots
+  if constexpr (R <= 9) logit += ((part[4 * R * PART_LD] + part[5 * R * PART_LD]) + part[6 * R * PART_LD]) + part[7 * R * PART_LD];
 #endif
   return bce_term_sp(logit + smem[S::B2 + p], xs[r * D + rank * D_SLICE + p]);
 }
