@@ -773,7 +773,8 @@ __device__ __forceinline__ void dec_logits_ffma_rolled(float* smem, int warp, in
   const float* h2 = smem + S::HID2 + warp * KW;
   float* part = smem + S::PART + warp * R * PART_LD;
   const int rot = 4 * (lane & 7);
-#pragma unroll 1
+  constexpr int UNROLL = VAE_CK_DECR;   // -DVAE_CK_DECR=3: three rows an iteration
+#pragma unroll UNROLL
   for (int r = 0; r < R; ++r) {
     const float* hr = h2 + r * HS;
     float a[NS][2];
@@ -792,14 +793,22 @@ __device__ __forceinline__ void dec_logits_ffma_rolled(float* smem, int warp, in
         a[j][i & 1] = t;
       }
     }
-    const float2 hx = *reinterpret_cast<const float2*>(hr + 2 * (lane >> 1));
-    float ax = fmaf(wr.x.y, hx.y, wr.x.x * hx.x);
-#pragma unroll
-    for (int o = 2; o < 32; o <<= 1) ax += __shfl_xor_sync(0xffffffffu, ax, o);
 #pragma unroll
     for (int j = 0; j < NS; ++j) part[r * PART_LD + lane + 32 * j] = a[j][0] + a[j][1];
-    if (lane < PX) part[r * PART_LD + 32 * NS + lane] = ax;
   }
+  float ax[R];   // the 2 pixels left, all rows at once (their shuffles batched, off the rolled loop's chain)
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float2 hx = *reinterpret_cast<const float2*>(h2 + r * HS + 2 * (lane >> 1));
+    ax[r] = fmaf(wr.x.y, hx.y, wr.x.x * hx.x);
+  }
+#pragma unroll
+  for (int o = 2; o < 32; o <<= 1)
+#pragma unroll
+    for (int r = 0; r < R; ++r) ax[r] += __shfl_xor_sync(0xffffffffu, ax[r], o);
+  if (lane < PX)
+#pragma unroll
+    for (int r = 0; r < R; ++r) part[r * PART_LD + 32 * NS + lane] = ax[r];
 }
 #endif
 // Phase 5's term of row r, pixel p of this block's slice: the logit (the partial-logit groups summed in fixed
