@@ -74,8 +74,9 @@ moved, in notes/ck-s32.patch, flat or slower in session 32), VAE_CK_XA=1..3 (ses
 source's address mod 128 and its copy split at the line boundary, is v23's default; =1, the split alone, and =2, the
 placement alone, were slower, in c767c12), VAE_CK_WEB and VAE_CK_WEP (session 38: We by per-warp bulk copies, or by a producer warp's cp.async, both
 slower, in notes/ck-s38-web.patch and notes/ck-s38-wep.patch), VAE_CK_W1S=1..3 (session 39: W1 by bulk copy, multicast or
-late LDGs, off the partials' wait; slower or flat, in notes/ck-s39-w1s.patch), VAE_CK_DEC2 and VAE_CK_DECR (session 39, not yet
-run: the last layer twice from one copy of its code, a timeline probe of its instruction fetch; its rows rolled), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
+late LDGs, off the partials' wait; slower or flat, in notes/ck-s39-w1s.patch), VAE_CK_DEC2 and VAE_CK_DECR[=N] (session 39:
+the last layer twice from one copy of its code, a timeline probe of its instruction fetch, not yet run; its rows rolled, N an
+iteration, 0.3-0.5 us slower in session 40), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
 thread 0's mbarrier inits, as before session 30), VAE_CK_ONLY
 (only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
