@@ -74,9 +74,9 @@ moved, in notes/ck-s32.patch, flat or slower in session 32), VAE_CK_XA=1..3 (ses
 source's address mod 128 and its copy split at the line boundary, is v23's default; =1, the split alone, and =2, the
 placement alone, were slower, in c767c12), VAE_CK_WEB and VAE_CK_WEP (session 38: We by per-warp bulk copies, or by a producer warp's cp.async, both
 slower, in notes/ck-s38-web.patch and notes/ck-s38-wep.patch), VAE_CK_W1S=1..3 (session 39: W1 by bulk copy, multicast or
-late LDGs, off the partials' wait; slower or flat, in notes/ck-s39-w1s.patch), VAE_CK_DEC2 and VAE_CK_DECR[=N] (session 39:
-the last layer twice from one copy of its code, a timeline probe of its instruction fetch, not yet run; its rows rolled, N an
-iteration, 0.3-0.5 us slower in session 40), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
+late LDGs, off the partials' wait; slower or flat, in notes/ck-s39-w1s.patch), VAE_CK_DEC2 (session 39:
+the last layer twice from one copy of its code, a timeline probe of its instruction fetch, not yet run), VAE_CK_DECR[=N] (the
+last layer's rows rolled, N an iteration, 0.3-0.5 us slower in session 40; in notes/ck-s40-decr.patch), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
 thread 0's mbarrier inits, as before session 30), VAE_CK_ONLY
 (only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
@@ -154,11 +154,7 @@ struct Smem {
   static constexpr int KL = MULV + R * MULV_U;        // R x L   KL terms (rank 0 gathers; R = 16)
   static constexpr int KLR = KL;                      // R <= 9, in KL: the owned rows' -KL/2 [2]
   static constexpr int PART = KL + R * L;             // DEC_KG x R x PART_LD  partial logits per k-group
-#ifdef VAE_CK_DECR
-  static constexpr int RECON = PART + (R <= 9 ? 2 : 1) * DEC_KG * R * PART_LD;   // dev: R <= 9 a slot per warp
-#else
   static constexpr int RECON = PART + DEC_KG * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
-#endif
   static constexpr int B2 = RECON + CLUSTER * R;      // D_SLICE  this block's slice of b2
   static constexpr int BARS = (B2 + D_SLICE + 1) / 2 * 2;   // 6 mbarriers, 8-byte aligned
   static constexpr size_t BYTES = BARS * sizeof(float) + 6 * sizeof(uint64_t);
@@ -762,56 +758,6 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
       for (int r = 0; r < R; ++r) part[r * PART_LD + 32 * NS + lane] += accx[r];
   }
 }
-#ifdef VAE_CK_DECR
-// dev (session 39): dec_logits_ffma with its rows in a rolled loop (one copy of ~110 instructions run R times
-// instead of ~970 run once: the question is the straight-line code's instruction fetch), each pixel's k sum in two
-// chains (even / odd i), and every warp's partial logits to its own PART slot (no barrier inside).
-template <int R>
-__device__ __forceinline__ void dec_logits_ffma_rolled(float* smem, int warp, int lane, const W2Regs& wr) {
-  using S = Smem<R>;
-  constexpr int NS = D_SLICE / 32, KW = H / WARPS, PX = D_SLICE - 32 * NS;
-  static_assert(PX == 2 && KW == 32 && NS == 3, "the pixels left: one per lane parity, 2 k a lane");
-  const float* h2 = smem + S::HID2 + warp * KW;
-  float* part = smem + S::PART + warp * R * PART_LD;
-  const int rot = 4 * (lane & 7);
-  constexpr int UNROLL = VAE_CK_DECR;   // -DVAE_CK_DECR=3: three rows an iteration
-#pragma unroll UNROLL
-  for (int r = 0; r < R; ++r) {
-    const float* hr = h2 + r * HS;
-    float a[NS][2];
-#pragma unroll
-    for (int j = 0; j < NS; ++j) a[j][0] = a[j][1] = 0.f;
-#pragma unroll
-    for (int i = 0; i < KW / 4; ++i) {
-      const float4 h = *reinterpret_cast<const float4*>(hr + ((4 * i + rot) & (KW - 1)));
-#pragma unroll
-      for (int j = 0; j < NS; ++j) {
-        float t = a[j][i & 1];
-        t = fmaf(wr.w[j][i].x, h.x, t);
-        t = fmaf(wr.w[j][i].y, h.y, t);
-        t = fmaf(wr.w[j][i].z, h.z, t);
-        t = fmaf(wr.w[j][i].w, h.w, t);
-        a[j][i & 1] = t;
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < NS; ++j) part[r * PART_LD + lane + 32 * j] = a[j][0] + a[j][1];
-  }
-  float ax[R];   // the 2 pixels left, all rows at once (their shuffles batched, off the rolled loop's chain)
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const float2 hx = *reinterpret_cast<const float2*>(h2 + r * HS + 2 * (lane >> 1));
-    ax[r] = fmaf(wr.x.y, hx.y, wr.x.x * hx.x);
-  }
-#pragma unroll
-  for (int o = 2; o < 32; o <<= 1)
-#pragma unroll
-    for (int r = 0; r < R; ++r) ax[r] += __shfl_xor_sync(0xffffffffu, ax[r], o);
-  if (lane < PX)
-#pragma unroll
-    for (int r = 0; r < R; ++r) part[r * PART_LD + 32 * NS + lane] = ax[r];
-}
-#endif
 // Phase 5's term of row r, pixel p of this block's slice: the logit (the partial-logit groups summed in fixed
 // order, + b2) and its BCE against x.
 template <int R>
@@ -819,9 +765,6 @@ __device__ __forceinline__ float bce_at(const float* smem, const float* xs, int 
   using S = Smem<R>;
   const float* part = smem + S::PART + r * PART_LD + p;
   float logit = ((part[0] + part[R * PART_LD]) + part[2 * R * PART_LD]) + part[3 * R * PART_LD];
-#ifdef VAE_CK_DECR   // dev: warps 4-7's slots
-  if constexpr (R <= 9) logit += ((part[4 * R * PART_LD] + part[5 * R * PART_LD]) + part[6 * R * PART_LD]) + part[7 * R * PART_LD];
-#endif
   return bce_term_sp(logit + smem[S::B2 + p], xs[r * D + rank * D_SLICE + p]);
 }
 
@@ -1284,8 +1227,6 @@ vae_elbo_kernel(const float* __restrict__ x,
       dec_logits_ffma<R>(smem, warp, lane, w2r);
       if (rep == 0) { ck_sync(); PROF(6); }
     }
-#elif defined(VAE_CK_DECR)
-    dec_logits_ffma_rolled<R>(smem, warp, lane, w2r);
 #else
     dec_logits_ffma<R>(smem, warp, lane, w2r);
 #endif
