@@ -878,7 +878,8 @@ vae_elbo_kernel(const float* __restrict__ x,
   // tiles start 64 bytes into a line, and a bulk copy whose ends sit at different line offsets landed ~0.6 us late)
   float* const xs = smem + S::X + (((uint32_t)(uintptr_t)xsrc - smem_u32(smem + S::X)) & 127u) / 4;
 #if defined(VAE_PROFILE) || defined(VAE_TIMELINE)
-  long long prof[13];
+  long long prof[15] = {};   // [13], [14] (the partials): R <= 9's stamps, 0 at R = 16 (zeroed here: with two
+                             // stamps set at R > 9 instead, ptxas spilled 16 bytes at R = 8, 9 in VAE_TIMELINE builds)
 #endif
 #ifdef VAE_TIMELINE
   __shared__ long long tl_warp[WARPS + 1];   // each main warp's encoder end, the noise warp's hand-over ("tw" line)
@@ -1051,6 +1052,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       }
     }
     ck_sync();   // partials staged
+    PROF(13);
     cluster_wait();    // every block of the cluster has started (cheap by now)
     {
       // row r's 16 float4 -> owner r % 8's slot [rank][r / 8]; own rows into own slots
@@ -1071,6 +1073,7 @@ vae_elbo_kernel(const float* __restrict__ x,
           else st_async(cluster_addr(slot, dst), v, cluster_addr(&bars[BAR_HID], dst));
         }
     }
+    PROF(14);   // thread 0's partials sent
     mbar_wait_cluster(&bars[BAR_HID], 0);
     wait_noise();   // the partials complete; the noise warp's eps in Z
     if (zi < own) eps = smem[S::Z + zi * L + zj];
@@ -1278,9 +1281,9 @@ vae_elbo_kernel(const float* __restrict__ x,
   PROF(8);
 #ifdef VAE_TIMELINE
 #define VAE_TL_PRINT(n) do { if (tid == 0) { \
-    printf("tl %d %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", \
+    printf("tl %d %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", \
     (int)blockIdx.x, B, n, prof[0], prof[1], prof[2], prof[3], prof[4], prof[5], prof[6], prof[7], prof[8], \
-    prof[9], prof[10], prof[11], prof[12]); \
+    prof[9], prof[10], prof[11], prof[12], prof[13], prof[14]); \
     printf("tw %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", (int)blockIdx.x, B, tl_warp[0], \
     tl_warp[1], tl_warp[2], tl_warp[3], tl_warp[4], tl_warp[5], tl_warp[6], tl_warp[7], tl_warp[8]); } } while (0)
   if (rank != 0) VAE_TL_PRINT(9);

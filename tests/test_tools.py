@@ -251,6 +251,17 @@ def test_timeline_per_cluster_leaves_out_a_cluster_with_missing_blocks():
     assert len(timeline.per_cluster(timeline.parse("\n".join(lines))[128][0])) == 1
 
 
+def test_timeline_summary_takes_the_partials_stamps_and_leaves_out_unset_ones():
+    # stamps 13, 14 (partials staged / sent) are every block's at R <= 9 and 0 (never taken) at R = 16
+    base = [1000 + 100 * i for i in range(13)]
+    lines = ["call 128 0", _stamp_line(0, base + [3000, 3500]), _stamp_line(1, base + [3200, 3600]),
+             _stamp_line(2, base + [0, 0])]
+    rows, _ = timeline.summary(timeline.parse("\n".join(lines))[128][0])
+    named = {r[0]: r for r in rows}
+    assert named["partials staged"] == ("partials staged", pytest.approx(2.0), pytest.approx(2.1), pytest.approx(2.2), 2)
+    assert named["partials sent"][1:] == (pytest.approx(2.5), pytest.approx(2.55), pytest.approx(2.6), 2)
+
+
 def test_timeline_per_warp_times_are_from_the_first_entry_and_name_the_last_warp():
     lines = ["call 128 0", _stamp_line(0, [100] + [0] * 12), _stamp_line(1, [300] + [0] * 12)]
     lines.append("tw 0 128 " + " ".join(str(1100 + 10 * w) for w in range(8)) + " 2100")   # warp 7 last

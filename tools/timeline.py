@@ -24,8 +24,8 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAMPS = ("entry", "x landed", "enc + W2 issue", "h landed", "z landed", "dec hidden", "W2 landed", "last layer",
-          "sums pushed", "rank0: sums in", "rank0: stored", "encoder math", "BCE done")
-EVERY_BLOCK = (11, 12)   # stamps past the printed count that every block takes
+          "sums pushed", "rank0: sums in", "rank0: stored", "encoder math", "BCE done", "partials staged", "partials sent")
+EVERY_BLOCK = (11, 12, 13, 14)   # stamps past the printed count that every block takes (13, 14: R <= 9; 0 at R = 16)
 
 
 def child(sizes, calls, flags):
@@ -93,7 +93,7 @@ def summary(call):
     ends = [s[n - 1] for _, n, s in call]
     rows = []
     for i, name in enumerate(STAMPS):
-        v = [(s[i] - t0) / 1e3 for _, n, s in call if (i < n or i in EVERY_BLOCK) and i < len(s)]
+        v = [(s[i] - t0) / 1e3 for _, n, s in call if (i < n or i in EVERY_BLOCK) and i < len(s) and s[i] > 0]
         if v:
             rows.append((name, min(v), statistics.median(v), max(v), len(v)))
     return rows, (max(ends) - t0) / 1e3
