@@ -1186,18 +1186,38 @@ vae_elbo_kernel(const float* __restrict__ x,
         if (gp == 0) stage[r * 2 * L + jp] = t;
       }
     }
+#ifdef VAE_CK_PB
+    fence_proxy_async_smem();   // the staged partials are read by bulk copies below
+#endif
     ck_sync();   // partials staged
     PROF(13);
     cluster_wait();    // every block of the cluster has started (cheap by now)
     {
       // row r's 16 float4 -> owner r % 8's slot [rank][r / 8]; own rows into own slots
       constexpr int Q4 = 2 * L / 4;
+#ifdef VAE_CK_PB   // dev: a peer's row by one 256-byte bulk copy (smem -> peer smem) instead of 16 st.async
+      if (tid < (row8_all<R>() ? CLUSTER : R) && tid % CLUSTER != rank) {
+        const int dst = tid % CLUSTER;
+        bulk_copy_peer(cluster_addr(smem + S::PART + (rank * 2 + tid / CLUSTER) * 2 * L, dst),
+                       smem + S::PART + MVP_STAGE + tid * 2 * L, (uint32_t)(2 * L * sizeof(float)),
+                       cluster_addr(&bars[BAR_HID], dst));
+      }
+      if constexpr (row8_all<R>())
+        if (tid >= 32 && tid < 32 + CLUSTER - 1) {
+          const int dst = (rank + 1 + tid - 32) % CLUSTER;
+          bulk_copy_peer(cluster_addr(smem + S::PART + (rank * 2 + 1) * 2 * L, dst),
+                         smem + S::PART + MVP_STAGE + CLUSTER * 2 * L, (uint32_t)(2 * L * sizeof(float)),
+                         cluster_addr(&bars[BAR_HID], dst));
+        }
+#endif
       for (int e = tid; e < (row8_all<R>() ? CLUSTER : R) * Q4; e += THREADS) {
         const int r = e / Q4, q = e % Q4, dst = r % CLUSTER;
         const float4 v = reinterpret_cast<const float4*>(smem + S::PART + MVP_STAGE + r * 2 * L)[q];
         float* slot = smem + S::PART + (rank * 2 + r / CLUSTER) * 2 * L + 4 * q;
         if (dst == rank) *reinterpret_cast<float4*>(slot) = v;
+#ifndef VAE_CK_PB
         else st_async(cluster_addr(slot, dst), v, cluster_addr(&bars[BAR_HID], dst));
+#endif
       }
       if constexpr (row8_all<R>())   // row 8's partials to every block, into slot [rank][1]
         for (int e = tid; e < CLUSTER * Q4; e += THREADS) {
@@ -1205,7 +1225,9 @@ vae_elbo_kernel(const float* __restrict__ x,
           const float4 v = reinterpret_cast<const float4*>(smem + S::PART + MVP_STAGE + CLUSTER * 2 * L)[q];
           float* slot = smem + S::PART + (rank * 2 + 1) * 2 * L + 4 * q;
           if (dst == rank) *reinterpret_cast<float4*>(slot) = v;
+#ifndef VAE_CK_PB
           else st_async(cluster_addr(slot, dst), v, cluster_addr(&bars[BAR_HID], dst));
+#endif
         }
     }
     PROF(14);   // thread 0's partials sent
@@ -1259,14 +1281,26 @@ vae_elbo_kernel(const float* __restrict__ x,
       if (i < own)
       smem[S::HID2 + (row8_all<R>() && i == 1 ? CLUSTER : rank + CLUSTER * i) * HS + unit3] = fmaxf(v[0] + bias3, 0.f);
     }
+#ifdef VAE_CK_H2B
+    fence_proxy_async_smem();   // the h2 rows are read by bulk copies below
+#endif
     ck_sync();   // own h2 rows complete
     {
+#ifdef VAE_CK_H2B   // dev: each pushed h2 row (1 KB) to each peer by one bulk copy (smem -> peer smem), lanes of warp 0
+      const int n = row8_all<R>() ? 1 : own;   // row 8 is not pushed
+      if (tid < (CLUSTER - 1) * n) {
+        const int dst = (rank + 1 + tid % (CLUSTER - 1)) % CLUSTER;
+        float* p = smem + S::HID2 + (rank + CLUSTER * (tid / (CLUSTER - 1))) * HS;
+        bulk_copy_peer(cluster_addr(p, dst), p, (uint32_t)(H * sizeof(float)), cluster_addr(&bars[BAR_H2], dst));
+      }
+#else
       const int per = (row8_all<R>() ? 1 : own) * (H / 4);   // row 8 is not pushed
       for (int e = tid; e < (CLUSTER - 1) * per; e += THREADS) {
         const int dst = (rank + 1 + e / per) % CLUSTER, q = e % per;
         float* p = smem + S::HID2 + (rank + CLUSTER * (q / (H / 4))) * HS + 4 * (q % (H / 4));
         st_async(cluster_addr(p, dst), *reinterpret_cast<const float4*>(p), cluster_addr(&bars[BAR_H2], dst));
       }
+#endif
     }
     PROF(4);   // own h2 rows pushed
     mbar_wait(&bars[BAR_W2], 0);
