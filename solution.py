@@ -75,9 +75,11 @@ source's address mod 128 and its copy split at the line boundary, is v23's defau
 placement alone, were slower, in c767c12), VAE_CK_WEB and VAE_CK_WEP (session 38: We by per-warp bulk copies, or by a producer warp's cp.async, both
 slower, in notes/ck-s38-web.patch and notes/ck-s38-wep.patch), VAE_CK_W1S=1..3 (session 39: W1 by bulk copy, multicast or
 late LDGs, off the partials' wait; slower or flat, in notes/ck-s39-w1s.patch), VAE_CK_DEC2 (session 39:
-the last layer twice from one copy of its code, a timeline probe of its instruction fetch, not yet run), VAE_CK_DECR[=N] (the
-last layer's rows rolled, N an iteration, 0.3-0.5 us slower in session 40; in notes/ck-s40-decr.patch), VAE_CK_PAG (session 42: at R <= 9 the mu | logvar partials all-gathered, z of every row
-in every block, the decoder hidden layer by unit slices with 4 KB of W1 a block instead of 32, its h2 slices all-gathered), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
+the last layer twice from one copy of its code, a timeline probe of its instruction fetch: the second run no faster, session 42), VAE_CK_DECR[=N] (the
+last layer's rows rolled, N an iteration, 0.3-0.5 us slower in session 40, =9 0.2-0.9 in session 42; in notes/ck-s40-decr.patch), VAE_CK_PAG (session 42: at R <= 9 the mu | logvar partials all-gathered, z of every row
+in every block, the decoder hidden layer by unit slices with 4 KB of W1 a block instead of 32; 0.3-0.7 us slower, in
+notes/ck-s42-pag.patch), VAE_CK_PB and VAE_CK_H2B (session 42, not yet measured: at R <= 9 each partials row, and each
+pushed h2 row, to a peer by one smem -> peer bulk copy instead of 16-byte st.async), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
 thread 0's mbarrier inits, as before session 30), VAE_CK_ONLY
 (only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
 vae_elbo_kernel_wg VAE_WG_*
@@ -157,13 +159,7 @@ struct Smem {
   static constexpr int PART = KL + R * L;             // DEC_KG x R x PART_LD  partial logits per k-group
   static constexpr int RECON = PART + DEC_KG * R * PART_LD;   // CLUSTER x R   recon partial sums (rank 0 gathers)
   static constexpr int B2 = RECON + CLUSTER * R;      // D_SLICE  this block's slice of b2
-#ifdef VAE_CK_PAG   // dev: R <= 9's mu | logvar partials all-gathered, [CLUSTER][R][2L] (block c's in slot c)
-  static constexpr int PAGP = (B2 + D_SLICE + 3) / 4 * 4;
-  static constexpr int END = R <= 9 ? PAGP + CLUSTER * R * 2 * L : B2 + D_SLICE;
-#else
-  static constexpr int END = B2 + D_SLICE;
-#endif
-  static constexpr int BARS = (END + 1) / 2 * 2;      // 6 mbarriers, 8-byte aligned
+  static constexpr int BARS = (B2 + D_SLICE + 1) / 2 * 2;   // 6 mbarriers, 8-byte aligned
   static constexpr size_t BYTES = BARS * sizeof(float) + 6 * sizeof(uint64_t);
   static_assert(X % 4 == 0 && W2 % 4 == 0 && HID % 4 == 0 && Z % 4 == 0 && HID2 % 4 == 0, "float4 alignment");
   static_assert(BYTES <= 227 * 1024, "fits in one SM's shared memory");
@@ -907,11 +903,6 @@ vae_elbo_kernel(const float* __restrict__ x,
     mbar_expect(&bars[BAR_W2], (uint32_t)(D_SLICE * H * sizeof(float)));   // W2's slice, by bulk copies below
     if constexpr (R <= 9) {   // row owners: mu | logvar partials of own rows in, h2 rows of the others in, recon partials in
       const uint32_t own = (uint32_t)owned_rows<R>(rank);
-#ifdef VAE_CK_PAG   // every peer's partials of all R rows and its h2 slices of all R rows; recon partials as below
-      mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * R * 2 * L * sizeof(float)));
-      mbar_expect(&bars[BAR_OUT], (uint32_t)((CLUSTER - 1) * own * sizeof(float)));
-      mbar_expect(&bars[BAR_H2], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
-#else
       if constexpr (row8_all<R>()) {   // rows rank and 8 summed here (row 8's h2 computed, not received)
         mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * 2 * 2 * L * sizeof(float)));
         mbar_expect(&bars[BAR_OUT], (uint32_t)((CLUSTER - 1) * own * sizeof(float)));
@@ -921,7 +912,6 @@ vae_elbo_kernel(const float* __restrict__ x,
       mbar_expect(&bars[BAR_OUT], (uint32_t)((CLUSTER - 1) * own * sizeof(float)));
       mbar_expect(&bars[BAR_H2], (uint32_t)((R - own) * H * sizeof(float)));
       }
-#endif
     } else {                  // unit slices: every peer's h, z and h2 slices in; rank 0 the recon and KL partials
       mbar_expect(&bars[BAR_HID], (uint32_t)((CLUSTER - 1) * R * H_SLICE * sizeof(float)));
       mbar_expect(&bars[BAR_Z], (uint32_t)((CLUSTER - 1) * R * L_SLICE * sizeof(float)));
@@ -936,19 +926,6 @@ vae_elbo_kernel(const float* __restrict__ x,
   }
   cluster_arrive_relaxed();   // "my mbarriers are ready": nobody writes into a block before this
   if (warp == WARPS) {   // the noise warp: it draws, hands the values over and exits
-#ifdef VAE_CK_PAG
-    if constexpr (R <= 9) {   // every row's noise: lane l the R values [R l, +R) of the R x L tile, into Z
-      float e[R];
-      const NoiseDraw draw = noise_source(noise);
-      const uint64_t i0 = (uint64_t)row0 * L + (uint64_t)(R * lane);
-      if (rows == R) draw.run<R>(i0, e);
-      else
-#pragma unroll
-        for (int u = 0; u < R; ++u) e[u] = R * lane + u < rows * L ? draw(i0 + u) : 0.f;
-#pragma unroll
-      for (int u = 0; u < R; ++u) smem[S::Z + R * lane + u] = e[u];
-    } else
-#endif
     if constexpr (R <= 9) {   // lane j: latent j of each owned row, into Z (z overwrites it)
       const int own = row8_all<R>() ? 2 : owned_rows<R>(rank);   // row 8 in every block at R = 9
       float e[2] = {0.f, 0.f};
@@ -1023,115 +1000,6 @@ vae_elbo_kernel(const float* __restrict__ x,
   PROF(11);   // the encoder's arithmetic done (PROF(2) follows the copies' issue)
   W2Regs w2r;   // R <= 9: the last layer's W2 operands, from smem into registers while h2 arrives
   if constexpr (R <= 9) {
-#ifdef VAE_CK_PAG
-    // ---- dev (VAE_CK_PAG): phases 2-3 with W1's slice only (4 KB a block instead of all 32 KB). Every block's
-    // mu | logvar partials of all R rows go to every block (an all-gather, 8x the all-to-all's bytes); each block
-    // sums them in rank order (the same z everywhere), draws every row's noise (its noise warp), runs z for every
-    // row and the decoder hidden layer's 32 units of its slice for every row, and all-gathers those h2 slices.
-    const int jp = tid >> 2, gp = tid & 3;   // partials: output j = t / 4, k = 8 (t % 4) .. + 8 of the slice
-    float4 wp[2];
-    {
-      const float* M = (jp < L ? Wmu + (size_t)jp * H : Wlv + (size_t)(jp - L) * H) + rank * H_SLICE + 8 * gp;
-      wp[0] = __ldg(reinterpret_cast<const float4*>(M));
-      wp[1] = __ldg(reinterpret_cast<const float4*>(M) + 1);
-    }
-    const int uu = tid >> 3, kg = tid & 7;   // decoder hidden: unit rank * 32 + uu, latents [4 kg, +4)
-    const float4 w1v = __ldg(reinterpret_cast<const float4*>(W1 + (size_t)(rank * H_SLICE + uu) * L) + kg);
-    constexpr int W2_ROWS = 14;
-    static_assert(D_SLICE % W2_ROWS == 0 && D_SLICE / W2_ROWS <= 32, "one copy per lane of warp 0");
-    if (warp == 0 && lane < D_SLICE / W2_ROWS)
-      bulk_copy(smem + S::W2 + lane * W2_ROWS * H, W2 + ((size_t)rank * D_SLICE + lane * W2_ROWS) * H,
-                (uint32_t)(W2_ROWS * H * sizeof(float)), &bars[BAR_W2]);
-    const float bias3 = __ldg(b1 + rank * H_SLICE + uu);
-    const float b2v = tid < D_SLICE ? __ldg(b2 + rank * D_SLICE + tid) : 0.f;
-    const int zj = tid % L;
-    const float bm = __ldg(bmu + zj), bl = __ldg(blv + zj);
-    PROF(2);
-    ck_sync();   // own h slice complete
-    float* const slots = smem + S::PAGP;
-    {
-      float* stage = slots + rank * R * 2 * L;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const float4* hr = reinterpret_cast<const float4*>(smem + S::HID + r * H + rank * H_SLICE + 8 * gp);
-        const float4 a0 = hr[0], a1 = hr[1];
-        float t = wp[0].x * a0.x;
-        t = fmaf(wp[0].y, a0.y, t); t = fmaf(wp[0].z, a0.z, t); t = fmaf(wp[0].w, a0.w, t);
-        t = fmaf(wp[1].x, a1.x, t); t = fmaf(wp[1].y, a1.y, t); t = fmaf(wp[1].z, a1.z, t); t = fmaf(wp[1].w, a1.w, t);
-        t += __shfl_xor_sync(0xffffffffu, t, 1);
-        t += __shfl_xor_sync(0xffffffffu, t, 2);
-        if (gp == 0) stage[r * 2 * L + jp] = t;
-      }
-    }
-    ck_sync();   // partials staged
-    PROF(13);
-    cluster_wait();
-    {
-      constexpr int QP = R * 2 * L / 4;   // float4 of one block's partials
-      const float4* mine = reinterpret_cast<const float4*>(slots + rank * R * 2 * L);
-      for (int e = tid; e < (CLUSTER - 1) * QP; e += THREADS) {
-        const int dst = (rank + 1 + e / QP) % CLUSTER, q = e % QP;
-        st_async(cluster_addr(mine + q, dst), mine[q], cluster_addr(&bars[BAR_HID], dst));
-      }
-    }
-    PROF(14);
-    mbar_wait_cluster(&bars[BAR_HID], 0);
-    wait_noise();   // every row's eps in Z
-    PROF(3);
-    float* klr = smem + S::KLR;   // [R]: every row's -KL/2 (the owners' used)
-#pragma unroll
-    for (int i = 0; i < (R * L + THREADS - 1) / THREADS; ++i) {
-      const int zr = tid / L + (THREADS / L) * i;   // warp-uniform
-      if (zr < R) {
-        float mu = 0.f, lv = 0.f;
-#pragma unroll
-        for (int c = 0; c < CLUSTER; ++c) {
-          mu += slots[(c * R + zr) * 2 * L + zj];
-          lv += slots[(c * R + zr) * 2 * L + L + zj];
-        }
-        mu += bm;
-        lv += bl;
-        const float eps = smem[S::Z + zr * L + zj];
-        smem[S::Z + zr * L + zj] = reparam_z(mu, lv, eps);
-        float k = kl_term(mu, lv);
-#pragma unroll
-        for (int o = 16; o >= 1; o >>= 1) k += __shfl_xor_sync(0xffffffffu, k, o);
-        if (zj == 0) klr[zr] = -0.5f * k;
-      }
-    }
-    if (tid < D_SLICE) smem[S::B2 + tid] = b2v;   // for phase 5 (barriers follow)
-    ck_sync();
-    {   // h2[r][rank * 32 + uu] for every row r: 4 latents a lane, the 8 lanes of a unit summed by shuffles
-      float v[R];
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const float4 zc = *reinterpret_cast<const float4*>(smem + S::Z + r * L + 4 * kg);
-        v[r] = fmaf(w1v.w, zc.w, fmaf(w1v.z, zc.z, fmaf(w1v.y, zc.y, w1v.x * zc.x)));
-      }
-#pragma unroll
-      for (int o = 1; o < 8; o <<= 1)
-#pragma unroll
-        for (int r = 0; r < R; ++r) v[r] += __shfl_xor_sync(0xffffffffu, v[r], o);
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        if (r % 8 == kg) smem[S::HID2 + r * HS + rank * H_SLICE + uu] = fmaxf(v[r] + bias3, 0.f);
-    }
-    ck_sync();   // own h2 slices complete
-    {
-      constexpr int QH = R * H_SLICE / 4;   // float4 of this block's h2 slices
-      for (int e = tid; e < (CLUSTER - 1) * QH; e += THREADS) {
-        const int dst = (rank + 1 + e / QH) % CLUSTER, q = e % QH;
-        float* p = smem + S::HID2 + (q / (H_SLICE / 4)) * HS + rank * H_SLICE + 4 * (q % (H_SLICE / 4));
-        st_async(cluster_addr(p, dst), *reinterpret_cast<const float4*>(p), cluster_addr(&bars[BAR_H2], dst));
-      }
-    }
-    PROF(4);   // own h2 slices pushed
-    mbar_wait(&bars[BAR_W2], 0);
-    load_w2_regs<R>(smem, warp, lane, w2r);
-    PROF(6);   // W2's operands in registers
-    mbar_wait_cluster(&bars[BAR_H2], 0);
-    PROF(5);   // h2 landed
-#else
     // ---- phases 2-3 by row owners (v18, v19). Block b owns rows b, b + 8 (< R). Every block computes mu | logvar
     // partials over its own 32 h units for all R rows (8 KB of Wmu | Wlv a block); row r's 64 partials go to its
     // owner r % 8 as 16 float4 (an all-to-all), which sums the 8 in rank order (v19; v18 sent the owner the rows'
@@ -1308,7 +1176,6 @@ vae_elbo_kernel(const float* __restrict__ x,
     PROF(6);   // W2's operands in registers
     mbar_wait_cluster(&bars[BAR_H2], 0);
     PROF(5);   // h2 landed
-#endif
   } else {
     // ---- R = 16: phases 2-3 by unit slices, every block all rows. W2 rows into padded smem rows (stride HS, mma
     // fragments), one bulk copy each, 13 per warp: issued here, where the warps wait for h anyway (at the start
@@ -1467,11 +1334,7 @@ vae_elbo_kernel(const float* __restrict__ x,
       float recon = 0.f;
 #pragma unroll
       for (int c = 0; c < CLUSTER; ++c) recon += smem[S::RECON + c * R + r];
-#ifdef VAE_CK_PAG
-      store_row(out, B, row0 + r, recon, smem[S::KLR + r]);
-#else
       store_row(out, B, row0 + r, recon, smem[S::KLR + tid]);
-#endif
     }
   } else {
     if (rank != 0) return;   // nothing writes into a block that is past its last wait
