@@ -209,7 +209,6 @@ __device__ __forceinline__ void mbar_init_count(uint64_t* bar, int count) {   //
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem_u32(bar)) : "memory");
 }
-// <<< mbarrier helpers
 // Wait for a phase whose bytes other blocks of the cluster wrote (st.async): acquire at cluster scope.
 __device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
   uint32_t done = 0;
@@ -254,6 +253,7 @@ __device__ __forceinline__ void bulk_copy_peer(uint32_t dst, const void* src, ui
 __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
+// <<< mbarrier helpers
 __device__ __forceinline__ void cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 }
@@ -1064,28 +1064,29 @@ vae_elbo_kernel(const float* __restrict__ x,
       // row r's 16 float4 -> owner r % 8's slot [rank][r / 8]; own rows into own slots
       constexpr int Q4 = 2 * L / 4;
 #ifdef VAE_CK_PB   // dev: a peer's row by one 256-byte bulk copy (smem -> peer smem) instead of 16 st.async
-      if (tid < (row8_all<R>() ? CLUSTER : R) && tid % CLUSTER != rank) {
-        const int dst = tid % CLUSTER;
-        bulk_copy_peer(cluster_addr(smem + S::PART + (rank * 2 + tid / CLUSTER) * 2 * L, dst),
-                       smem + S::PART + MVP_STAGE + tid * 2 * L, (uint32_t)(2 * L * sizeof(float)),
-                       cluster_addr(&bars[BAR_HID], dst));
-      }
+      constexpr int NR = row8_all<R>() ? CLUSTER : R;   // rows sent to their owner (row 8 at R = 9: to everyone)
+      const float* stage = smem + S::PART + MVP_STAGE;
+      if (tid < NR && tid % CLUSTER != rank)   // lanes of warp 0: row tid to its owner
+        bulk_copy_peer(cluster_addr(smem + S::PART + (rank * 2 + tid / CLUSTER) * 2 * L, tid % CLUSTER),
+                       stage + tid * 2 * L, (uint32_t)(2 * L * sizeof(float)), cluster_addr(&bars[BAR_HID], tid % CLUSTER));
       if constexpr (row8_all<R>())
-        if (tid >= 32 && tid < 32 + CLUSTER - 1) {
+        if (tid >= 32 && tid < 32 + CLUSTER - 1) {   // lanes of warp 1: row 8 to the 7 peers
           const int dst = (rank + 1 + tid - 32) % CLUSTER;
-          bulk_copy_peer(cluster_addr(smem + S::PART + (rank * 2 + 1) * 2 * L, dst),
-                         smem + S::PART + MVP_STAGE + CLUSTER * 2 * L, (uint32_t)(2 * L * sizeof(float)),
-                         cluster_addr(&bars[BAR_HID], dst));
+          bulk_copy_peer(cluster_addr(smem + S::PART + (rank * 2 + 1) * 2 * L, dst), stage + CLUSTER * 2 * L,
+                         (uint32_t)(2 * L * sizeof(float)), cluster_addr(&bars[BAR_HID], dst));
         }
-#endif
+      for (int e = tid; e < (row8_all<R>() ? 2 : owned_rows<R>(rank)) * Q4; e += THREADS) {   // own rows, here
+        const int i = e / Q4, q = e % Q4, r = row8_all<R>() && i == 1 ? CLUSTER : rank + CLUSTER * i;
+        reinterpret_cast<float4*>(smem + S::PART + (rank * 2 + i) * 2 * L)[q] =
+            reinterpret_cast<const float4*>(stage + r * 2 * L)[q];
+      }
+#else
       for (int e = tid; e < (row8_all<R>() ? CLUSTER : R) * Q4; e += THREADS) {
         const int r = e / Q4, q = e % Q4, dst = r % CLUSTER;
         const float4 v = reinterpret_cast<const float4*>(smem + S::PART + MVP_STAGE + r * 2 * L)[q];
         float* slot = smem + S::PART + (rank * 2 + r / CLUSTER) * 2 * L + 4 * q;
         if (dst == rank) *reinterpret_cast<float4*>(slot) = v;
-#ifndef VAE_CK_PB
         else st_async(cluster_addr(slot, dst), v, cluster_addr(&bars[BAR_HID], dst));
-#endif
       }
       if constexpr (row8_all<R>())   // row 8's partials to every block, into slot [rank][1]
         for (int e = tid; e < CLUSTER * Q4; e += THREADS) {
@@ -1093,10 +1094,9 @@ vae_elbo_kernel(const float* __restrict__ x,
           const float4 v = reinterpret_cast<const float4*>(smem + S::PART + MVP_STAGE + CLUSTER * 2 * L)[q];
           float* slot = smem + S::PART + (rank * 2 + 1) * 2 * L + 4 * q;
           if (dst == rank) *reinterpret_cast<float4*>(slot) = v;
-#ifndef VAE_CK_PB
           else st_async(cluster_addr(slot, dst), v, cluster_addr(&bars[BAR_HID], dst));
-#endif
         }
+#endif
     }
     PROF(14);   // thread 0's partials sent
     mbar_wait_cluster(&bars[BAR_HID], 0);

@@ -273,7 +273,6 @@ def test_timeline_per_warp_times_are_from_the_first_entry_and_name_the_last_warp
     assert last == [0, 0, 1, 0, 0, 0, 0, 1]
 
 
-
 # ----- tools/inbound_probe.py: the summary of its stamps (the kernel needs a GPU) -----
 
 import inbound_probe  # noqa: E402
@@ -287,6 +286,7 @@ def test_inbound_probe_summary_is_per_block_from_its_own_start_then_medians():
     sent, landed, w_in = inbound_probe.summarize(launches)
     # per launch, medians over the blocks: sent 0.1 | 0.2, landed 1.2 | 1.2, W 3.0 | 2.1 µs; then over the launches
     assert (sent, landed, w_in) == (pytest.approx(0.15), pytest.approx(1.2), pytest.approx(2.55))
+
 
 def _goal_files(folder, sweep_rows, profiles):
     import json

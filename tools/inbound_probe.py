@@ -13,10 +13,14 @@ sends issued (thread 0), every peer's message landed in it, its W landed. Median
 Run on the GPU machine from the repository root (about a minute with the build):
     python3 tools/inbound_probe.py
 """
+import os
 import statistics
 import sys
 
 from torch.utils.cpp_extension import load_inline
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tf32_mma import MBAR_HELPERS  # noqa: E402  (solution.py's own mbarrier, bulk-copy and st.async helpers)
 
 W_BYTES = 98 * 256 * 4   # one rank's W2 slice, 100 352 bytes
 SIZES = (16, 64, 144, 512)   # float4 per peer: a partials row, an h2 row, 9 partials rows, 8 KB
@@ -27,26 +31,14 @@ CUDA = r"""
 #include <c10/cuda/CUDAException.h>
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
-
+""" + MBAR_HELPERS + r"""
 constexpr int WMAX = 98 * 256;    // floats of W: one rank's 98 rows of 256
 constexpr int QMAX = 512;         // float4 per peer at most
 
-__device__ __forceinline__ uint32_t su32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ uint32_t peer_addr(const void* p, int rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(su32(p)), "r"(rank));
-  return r;
-}
 __device__ __forceinline__ unsigned long long now_ns() {
   unsigned long long v;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
   return v;
-}
-__device__ __forceinline__ void wait_bar(uint64_t* bar) {
-  uint32_t done = 0;
-  while (!done)
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done) : "r"(su32(bar)) : "memory");
 }
 
 __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(256, 1)
@@ -58,42 +50,36 @@ inbound_probe(const float* __restrict__ g, int wbytes, int nq, int bulk, long lo
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = (int)cluster.block_rank(), tid = threadIdx.x;
   if (tid == 0) {
-    for (int i = 0; i < 2; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(su32(&bars[i])) : "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(su32(&bars[0])), "r"(wbytes) : "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(su32(&bars[1])), "r"(7 * nq * 16) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbar_init(&bars[0]);
+    mbar_init(&bars[1]);
+    mbar_expect(&bars[0], (uint32_t)wbytes);
+    mbar_expect(&bars[1], (uint32_t)(7 * nq * 16));
+    mbar_fence_init();
   }
   for (int i = tid; i < nq; i += blockDim.x) send[i] = make_float4((float)rank, (float)i, 1.f, 2.f);
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  fence_proxy_async_smem();
   cluster.sync();   // every block's mbarriers armed, every send buffer written
   const long long t0 = (long long)now_ns();
   if (tid == 0 && wbytes > 0) {
     const uint32_t chunk = (uint32_t)wbytes / 7;
     for (int c = 0; c < 7; ++c)
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                   :: "r"(su32(reinterpret_cast<char*>(sm) + c * chunk)),
-                      "l"(reinterpret_cast<const char*>(g + (size_t)rank * WMAX) + c * chunk), "r"(chunk),
-                      "r"(su32(&bars[0])) : "memory");
+      bulk_copy(reinterpret_cast<char*>(sm) + c * chunk, reinterpret_cast<const char*>(g + (size_t)rank * WMAX) + c * chunk,
+                chunk, &bars[0]);
   }
   if (!bulk) {
     for (int e = tid; e < 7 * nq; e += blockDim.x) {
       const int dst = (rank + 1 + e / nq) % 8, q = e % nq;
-      const float4 v = send[q];
-      asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
-                   :: "r"(peer_addr(recv + rank * nq + q, dst)), "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)),
-                      "r"(__float_as_uint(v.z)), "r"(__float_as_uint(v.w)), "r"(peer_addr(&bars[1], dst)) : "memory");
+      st_async(cluster_addr(recv + rank * nq + q, dst), send[q], cluster_addr(&bars[1], dst));
     }
   } else if (tid < 7 && nq > 0) {
     const int dst = (rank + 1 + tid) % 8;
-    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :: "r"(peer_addr(recv + rank * nq, dst)), "r"(su32(send)), "r"(nq * 16), "r"(peer_addr(&bars[1], dst))
-                 : "memory");
+    bulk_copy_peer(cluster_addr(recv + rank * nq, dst), send, (uint32_t)(nq * 16), cluster_addr(&bars[1], dst));
   }
   const long long t1 = (long long)now_ns();
   long long t2 = t1, t3 = t1;
   if (tid == 0) {
-    if (nq > 0) { wait_bar(&bars[1]); t2 = (long long)now_ns(); }
-    if (wbytes > 0) { wait_bar(&bars[0]); t3 = (long long)now_ns(); }
+    if (nq > 0) { mbar_wait_cluster(&bars[1], 0); t2 = (long long)now_ns(); }
+    if (wbytes > 0) { mbar_wait(&bars[0], 0); t3 = (long long)now_ns(); }
   }
   cluster.sync();   // nobody leaves while a peer may still write into it
   if (tid == 0) {
