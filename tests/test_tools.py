@@ -1,5 +1,5 @@
 """The dev tools' own input checks (CPU only): tools/ab_variants.py's variant specs and sources, tools/compile_check.py's
-parsing, tools/goal_table.py's verdicts."""
+parsing, tools/goal_table.py's verdicts, the probes' summaries (inbound, hand-off)."""
 import os
 import subprocess
 import sys
@@ -338,3 +338,28 @@ def test_goal_table_names_what_is_missing_or_failed(tmp_path):
     (tmp_path / "profile_2048.json").write_text(json.dumps(prof))
     text = goal_table.table(*goal_table.load(str(tmp_path)))
     assert "B = 2048: the profile reported a failure or an error: its GPU figures do not count" in text
+
+
+# ----- tools/handoff_probe.py: whose start a hand-off is timed from (the kernel needs a GPU) -----
+
+import handoff_probe  # noqa: E402
+
+
+def test_handoff_probe_partners():
+    assert [handoff_probe.peer_of(b, "dsmem") for b in (0, 1, 6, 9)] == [1, 0, 7, 8]   # rank ^ 1, same cluster
+    assert [handoff_probe.peer_of(b, "ll") for b in (0, 1, 8, 15)] == [8, 9, 0, 7]     # same rank, cluster c ^ 1
+
+
+def test_handoff_probe_one_way_is_from_the_senders_start():
+    # one launch of two clusters: A (blocks 0-7) starts at 0, B (8-15) at 1000 ns; A's inboxes land at 1600, B's
+    # at 1300 (ranks 0-3) and 1500 (ranks 4-7); sends issued 50 ns after each start, W 2000 ns after it
+    t0 = [0] * 8 + [1000] * 8
+    t2 = [1600] * 8 + [1300] * 4 + [1500] * 4
+    launch = [(a, a + 50, b, a + 2000) for a, b in zip(t0, t2)]
+    sent, landed, one_way, w_in = handoff_probe.summarize([launch], "ll")
+    # landed after the block's own start: 1600 x 8, 300 x 4, 500 x 4 -> median 1050 ns; after the sender's (the
+    # other cluster's) start: 600 x 8, 1300 x 4, 1500 x 4 -> median 950 ns
+    assert (sent, landed, one_way, w_in) == (pytest.approx(0.05), pytest.approx(1.05), pytest.approx(0.95),
+                                             pytest.approx(2.0))
+    # dsmem's sender is in the same cluster, started with the receiver: one-way is the landing after its own start
+    assert handoff_probe.summarize([launch], "dsmem")[2] == pytest.approx(1.05)
