@@ -62,28 +62,20 @@ messages format numbers with std::to_string (see shape_str: streaming an integer
 Noise: drawn in-kernel with torch's Philox layout and the default CUDA generator's
 reservation (CUDA-graph safe); with VAE_EPS_INPUT defined it is read from an input instead
 (vae_forward_eps, CPP_DECL_EPS: the leaderboard exports of `python -m harness export`).
-Dev switches (tools/kernel_dev.py VARIANTS): VAE_PROFILE (phase clocks; with VAE_PROFILE_CHUNKS the wg
-kernel's per-chunk and per-layer split too), VAE_TIMELINE (every cluster-kernel block's %globaltimer per
-phase, tools/timeline.py), VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel ended after a
-phase: GPU time by prefix; six more in notes/ck-s25.patch (applies to v20's solution.py, 4f9932a), slower or flat
-in session 26; three more in notes/ck-s29.patch, flat in session 29; VAE_CK_W16, 16 compute warps, in
-notes/ck-s30-w16.patch, slower in session 30; VAE_CK_WPE=1..3, phase 2's Wmu | Wlv operands by cp.async issued
-early, and VAE_CK_W2AT=1..4, W2's copies issued before or during the encoder, in notes/ck-s31.patch, flat or
-slower in sessions 30-31; VAE_CK_ENC9, VAE_CK_LATE8 and VAE_CK_NWW2=1,2, R = 9's ninth row and W2's copies
-moved, in notes/ck-s32.patch, flat or slower in session 32), VAE_CK_XA=1..3 (session 33; =3, the x tile placed at the
-source's address mod 128 and its copy split at the line boundary, is v23's default; =1, the split alone, and =2, the
-placement alone, were slower, in c767c12), VAE_CK_WEB and VAE_CK_WEP (session 38: We by per-warp bulk copies, or by a producer warp's cp.async, both
-slower, in notes/ck-s38-web.patch and notes/ck-s38-wep.patch), VAE_CK_W1S=1..3 (session 39: W1 by bulk copy, multicast or
-late LDGs, off the partials' wait; slower or flat, in notes/ck-s39-w1s.patch), VAE_CK_DEC2 (session 39:
-the last layer twice from one copy of its code, a timeline probe of its instruction fetch: the second run no faster, session 42), VAE_CK_DECR[=N] (the
-last layer's rows rolled, N an iteration, 0.3-0.5 us slower in session 40, =9 0.2-0.9 in session 42; in notes/ck-s40-decr.patch), VAE_CK_PAG (session 42: at R <= 9 the mu | logvar partials all-gathered, z of every row
-in every block, the decoder hidden layer by unit slices with 4 KB of W1 a block instead of 32; 0.3-0.7 us slower, in
-notes/ck-s42-pag.patch), VAE_CK_PB and VAE_CK_H2B (session 42, not yet measured: at R <= 9 each partials row, and each
-pushed h2 row, to a peer by one smem -> peer bulk copy instead of 16-byte st.async), VAE_CK_INIT_RACE (tests/test_sanitizer.py: the x wait before the barrier that orders
-thread 0's mbarrier inits, as before session 30), VAE_CK_ONLY
-(only the cluster kernel compiled: builds in about half the time, for ab_variants at B <= 480); for
-vae_elbo_kernel_wg VAE_WG_*
-(costs by omission, chain counts, chunks per wgmma wait, pass widths and stages).
+Dev switches (-D flags through VAE_EXTRA_CUDA_FLAGS; tools/kernel_dev.py VARIANTS, tools/ab_variants.py), none on
+in a default build:
+- VAE_PROFILE (phase clocks; VAE_PROFILE_CHUNKS adds the wg kernel's per-chunk and per-layer split), VAE_TIMELINE
+  (every cluster-kernel block's %globaltimer per phase, tools/timeline.py);
+- VAE_SKIP_ENC, VAE_SKIP_DEC, VAE_CK_STOP=0..3 (the cluster kernel without a layer, or ended after a phase: GPU
+  time by prefix), VAE_CK_DEC2 (its last layer run twice, a timeline probe of instruction fetch);
+- VAE_CK_PB, VAE_CK_H2B (R <= 9: each partials row, each pushed h2 row, to its peer by one smem -> peer bulk copy
+  instead of 16-byte st.async; not yet measured);
+- VAE_CK_INIT_RACE (tests/test_sanitizer.py: the init race fixed in session 30, put back so the test sees it);
+- VAE_CK_ONLY (only the cluster kernel compiled: half the build time, for ab_variants at B <= 480);
+- VAE_WG_* (the wg kernel: costs by omission, NO_LOAD, NO_MMA, NO_NOISE, NO_PROMOTE, NO_EXACT, NO_WSPLIT,
+  CHEAP_EPI, LIBM_BCE; shapes, PAIR, CHAINS1, CHAINS4, NS, KC1_LO, N4_C1, NO_HALF, PRODUCER_REGS, ...: see the
+  #ifndef block before the wg kernel).
+Switches measured and taken out live as patches in notes/ (notes/solution.md, "Dev switches taken out").
 Versions and their measured times: notes/solution.md.
 """
 import hashlib
