@@ -70,6 +70,7 @@ in a default build:
   time by prefix), VAE_CK_DEC2 (its last layer run twice, a timeline probe of instruction fetch);
 - VAE_CK_PB, VAE_CK_H2B (R <= 9: each partials row, each pushed h2 row, to its peer by one smem -> peer bulk copy
   instead of 16-byte st.async; not yet measured);
+- VAE_CK_K2 (R <= 9: the last layer's lane pairs split each warp's 32 k, half the h2 loads per FMA; not yet measured);
 - VAE_CK_INIT_RACE (tests/test_sanitizer.py: the init race fixed in session 30, put back so the test sees it);
 - VAE_CK_ONLY (only the cluster kernel compiled: half the build time, for ab_variants at B <= 480);
 - VAE_WG_* (the wg kernel: costs by omission, NO_LOAD, NO_MMA, NO_NOISE, NO_PROMOTE, NO_EXACT, NO_WSPLIT,
@@ -674,20 +675,41 @@ __device__ __forceinline__ void dec_logits_mma(float* smem, int kg, int nt0, int
 // PART holds DEC_KG = 4 k-group sums as the tensor-core version's.
 // (Session 29: h2 as float2 loads, VAE_CK_L64 in notes/ck-s29.patch, ran flat: ncu's shared-load wavefronts the
 // same, 752 K a forward, at twice the load instructions.)
+#ifndef VAE_CK_K2
 struct W2Regs {
   float4 w[D_SLICE / 32][H / WARPS / 4];   // [slot j][i]: pixel l + 32 j, k = 32 w + 4 ((i + l % 8) % 8) + [0, 4)
   float2 x;                                // pixel 96 + l % 2, k = 32 w + 2 (l / 2) + {0, 1}
 };
+#else
+// dev (VAE_CK_K2): the two lanes of a pair split the warp's 32 k, so each h2 load feeds twice the FMAs. Lane
+// l = 2 q + hf: pixels q + 16 j (j < 6), float4 chunks c(m) = 2 ((m + q) % 4) + hf (m < 4) of the warp's 8, which
+// keeps both W2's loads into registers and the loop's h2 loads conflict-free (a quarter-warp's 8 lanes read the 8
+// chunks). The pair's sums meet by one shuffle each (a reduce-scatter: lane hf keeps pixels q + 16 (j + 3 hf)).
+constexpr int K2_J = 2 * (D_SLICE / 32), K2_M = H / WARPS / 8;   // 6 pixel slots, 4 chunks a lane
+struct W2Regs {
+  float4 w[K2_J][K2_M];   // [j][m]: pixel l / 2 + 16 j, k = 32 w + 4 c(m) + [0, 4)
+  float2 x;               // pixel 96 + l % 2, k = 32 w + 2 (l / 2) + {0, 1}
+};
+__device__ __forceinline__ int k2_chunk(int m, int lane) { return 2 * ((m + (lane >> 1)) & 3) + (lane & 1); }
+#endif
 template <int R>
 __device__ __forceinline__ void load_w2_regs(const float* smem, int warp, int lane, W2Regs& w) {
   constexpr int NS = D_SLICE / 32, KW = H / WARPS;
   const float* w2 = smem + Smem<R>::W2 + warp * KW;
+#ifndef VAE_CK_K2
   const int rot = 4 * (lane & 7);
 #pragma unroll
   for (int j = 0; j < NS; ++j)
 #pragma unroll
     for (int i = 0; i < KW / 4; ++i)
       w.w[j][i] = *reinterpret_cast<const float4*>(w2 + (lane + 32 * j) * H + ((4 * i + rot) & (KW - 1)));
+#else
+#pragma unroll
+  for (int j = 0; j < K2_J; ++j)
+#pragma unroll
+    for (int m = 0; m < K2_M; ++m)
+      w.w[j][m] = *reinterpret_cast<const float4*>(w2 + ((lane >> 1) + 16 * j) * H + 4 * k2_chunk(m, lane));
+#endif
   w.x = *reinterpret_cast<const float2*>(w2 + (32 * NS + (lane & 1)) * H + 2 * (lane >> 1));
 }
 template <int R>
@@ -695,12 +717,13 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
   using S = Smem<R>;
   constexpr int NS = D_SLICE / 32, KW = H / WARPS, PX = D_SLICE - 32 * NS;
   static_assert(PX == 2 && KW == 32, "the pixels left: one per lane parity, 2 k a lane");
-  float acc[NS][R];
+  float acc[NS][R];   // K2: after the pair's exchange, pixels lane / 2 + 16 (j + 3 (lane % 2)); before it k2acc
 #pragma unroll
   for (int j = 0; j < NS; ++j)
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[j][r] = 0.f;
   const float* h2 = smem + S::HID2 + warp * KW;
+#ifndef VAE_CK_K2
 #ifndef VAE_SKIP_DEC
   const int rot = 4 * (lane & 7);
 #pragma unroll
@@ -720,6 +743,46 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
     }
   }
 #endif
+#else
+  {
+    static_assert(K2_J == 2 * NS && 2 * K2_M * 4 == KW, "K2: a lane pair splits the warp's k");
+    float k2acc[K2_J][R];
+#pragma unroll
+    for (int j = 0; j < K2_J; ++j)
+#pragma unroll
+      for (int r = 0; r < R; ++r) k2acc[j][r] = 0.f;
+#ifndef VAE_SKIP_DEC
+#pragma unroll
+    for (int m = 0; m < K2_M; ++m) {
+      const int c = 4 * k2_chunk(m, lane);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float4 h = *reinterpret_cast<const float4*>(h2 + r * HS + c);
+#pragma unroll
+        for (int j = 0; j < K2_J; ++j) {
+          float a = k2acc[j][r];
+          a = fmaf(wr.w[j][m].x, h.x, a);
+          a = fmaf(wr.w[j][m].y, h.y, a);
+          a = fmaf(wr.w[j][m].z, h.z, a);
+          a = fmaf(wr.w[j][m].w, h.w, a);
+          k2acc[j][r] = a;
+        }
+      }
+    }
+#endif
+    // the pair's reduce-scatter: each lane sends the half it does not keep and adds the one it gets (a sum of two
+    // is the same either way round: both lanes' results are exact functions of the pair's sums)
+    const bool odd = lane & 1;
+#pragma unroll
+    for (int j = 0; j < NS; ++j)
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float send = odd ? k2acc[j][r] : k2acc[j + NS][r];
+        const float keep = odd ? k2acc[j + NS][r] : k2acc[j][r];
+        acc[j][r] = keep + __shfl_xor_sync(0xffffffffu, send, 1);
+      }
+  }
+#endif
   float accx[R];   // pixel 32 NS + lane % 2 over this lane's 2 k; then summed over the 16 lanes of its parity
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -731,12 +794,17 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
 #pragma unroll
     for (int r = 0; r < R; ++r) accx[r] += __shfl_xor_sync(0xffffffffu, accx[r], o);
   float* part = smem + S::PART + (warp % DEC_KG) * R * PART_LD;
+#ifndef VAE_CK_K2
+  const int px0 = lane, px_step = 32;   // acc[j]: pixel px0 + px_step j
+#else
+  const int px0 = (lane >> 1) + 16 * NS * (lane & 1), px_step = 16;
+#endif
   if (warp >= DEC_KG) {
 #pragma unroll
     for (int j = 0; j < NS; ++j)
-      if (lane + 32 * j < D_SLICE)
+      if (px0 + px_step * j < D_SLICE)
 #pragma unroll
-        for (int r = 0; r < R; ++r) part[r * PART_LD + lane + 32 * j] = acc[j][r];
+        for (int r = 0; r < R; ++r) part[r * PART_LD + px0 + px_step * j] = acc[j][r];
     if (lane < PX)
 #pragma unroll
       for (int r = 0; r < R; ++r) part[r * PART_LD + 32 * NS + lane] = accx[r];
@@ -745,9 +813,9 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
   if (warp < DEC_KG) {
 #pragma unroll
     for (int j = 0; j < NS; ++j)
-      if (lane + 32 * j < D_SLICE)
+      if (px0 + px_step * j < D_SLICE)
 #pragma unroll
-        for (int r = 0; r < R; ++r) part[r * PART_LD + lane + 32 * j] += acc[j][r];
+        for (int r = 0; r < R; ++r) part[r * PART_LD + px0 + px_step * j] += acc[j][r];
     if (lane < PX)
 #pragma unroll
       for (int r = 0; r < R; ++r) part[r * PART_LD + 32 * NS + lane] += accx[r];
