@@ -32,6 +32,7 @@ import sys
 from torch.utils.cpp_extension import load_inline
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe_launch import COOP_CLUSTER_LAUNCH  # noqa: E402
 from tf32_mma import MBAR_HELPERS  # noqa: E402  (solution.py's own mbarrier, bulk-copy and st.async helpers)
 
 CLUSTERS, CL = 14, 8                     # pairs of clusters (c, c ^ 1)
@@ -47,7 +48,7 @@ CUDA = r"""
 #include <c10/cuda/CUDAException.h>
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
-""" + MBAR_HELPERS + r"""
+""" + MBAR_HELPERS + COOP_CLUSTER_LAUNCH + r"""
 constexpr int CL = 8, NB = """ + str(BLOCKS) + r""", NMAX = """ + str(NMAX) + r""", WMAX = 98 * 256;
 enum Mode { NONE = 0, DSMEM = 1, FLAG = 2, LL = 3, LL16 = 4 };
 
@@ -215,24 +216,10 @@ void run_probe(at::Tensor w, int64_t wbytes, int64_t n, int64_t mode, at::Tensor
     C10_CUDA_CHECK(cudaFuncSetAttribute(handoff_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
     attr = true;
   }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(NB);
-  cfg.blockDim = dim3(256);
-  cfg.dynamicSmemBytes = SMEM;
-  cfg.stream = at::cuda::getCurrentCUDAStream();
-  cudaLaunchAttribute a[2];
-  a[0].id = cudaLaunchAttributeCooperative;
-  a[0].val.cooperative = 1;
-  a[1].id = cudaLaunchAttributeClusterDimension;
-  a[1].val.clusterDim.x = CL;
-  a[1].val.clusterDim.y = 1;
-  a[1].val.clusterDim.z = 1;
-  cfg.attrs = a;
-  cfg.numAttrs = 2;
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, handoff_probe, w.data_ptr<float>(), (int)wbytes, (int)n, (int)mode,
-                                    inbox.data_ptr<float>(), reinterpret_cast<unsigned long long*>(words.data_ptr<int64_t>()),
-                                    reinterpret_cast<unsigned*>(flags.data_ptr<int>()), reinterpret_cast<unsigned*>(gbar.data_ptr<int>()),
-                                    reinterpret_cast<long long*>(out.data_ptr<int64_t>()), reinterpret_cast<unsigned*>(errors.data_ptr<int>())));
+  launch_coop_cluster(handoff_probe, NB, 256, SMEM, CL, w.data_ptr<float>(), (int)wbytes, (int)n, (int)mode,
+                      inbox.data_ptr<float>(), reinterpret_cast<unsigned long long*>(words.data_ptr<int64_t>()),
+                      reinterpret_cast<unsigned*>(flags.data_ptr<int>()), reinterpret_cast<unsigned*>(gbar.data_ptr<int>()),
+                      reinterpret_cast<long long*>(out.data_ptr<int64_t>()), reinterpret_cast<unsigned*>(errors.data_ptr<int>()));
 }
 """
 CPP = ("void run_probe(at::Tensor w, int64_t wbytes, int64_t n, int64_t mode, at::Tensor inbox, at::Tensor words,"

@@ -33,12 +33,16 @@ import sys
 
 from torch.utils.cpp_extension import load_inline
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe_launch import COOP_CLUSTER_LAUNCH  # noqa: E402
+
 CUDA = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
+""" + COOP_CLUSTER_LAUNCH + r"""
 
 constexpr int D = 784, H = 256, L = 32, CL = 8, NCL = 15, UG = 5;
 constexpr int RG = 45, RP = 48, UN = 52, UP = 56, KF = 25, LD = 4 * KF;   // rows / units real and padded; float4 columns
@@ -234,24 +238,10 @@ void run(at::Tensor x, at::Tensor We, at::Tensor be, at::Tensor Wml, at::Tensor 
     C10_CUDA_CHECK(cudaFuncSetAttribute(front, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_FLOATS * 4));
     attr = true;
   }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(NCL * CL);
-  cfg.blockDim = dim3(256);
-  cfg.dynamicSmemBytes = SMEM_FLOATS * 4;
-  cfg.stream = at::cuda::getCurrentCUDAStream();
-  cudaLaunchAttribute a[2];
-  a[0].id = cudaLaunchAttributeCooperative;
-  a[0].val.cooperative = 1;
-  a[1].id = cudaLaunchAttributeClusterDimension;
-  a[1].val.clusterDim.x = CL;
-  a[1].val.clusterDim.y = 1;
-  a[1].val.clusterDim.z = 1;
-  cfg.attrs = a;
-  cfg.numAttrs = 2;
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, front, x.data_ptr<float>(), We.data_ptr<float>(), be.data_ptr<float>(),
-                                    Wml.data_ptr<float>(), W2.data_ptr<float>(), part.data_ptr<float>(),
-                                    (unsigned*)flags.data_ptr<int>(), (unsigned*)seen.data_ptr<int>(),
-                                    (long long*)stamps.data_ptr<int64_t>(), sink.data_ptr<float>(), (int)stop, (int)w2mode, (int)fence));
+  launch_coop_cluster(front, NCL * CL, 256, SMEM_FLOATS * 4, CL, x.data_ptr<float>(), We.data_ptr<float>(),
+                      be.data_ptr<float>(), Wml.data_ptr<float>(), W2.data_ptr<float>(), part.data_ptr<float>(),
+                      (unsigned*)flags.data_ptr<int>(), (unsigned*)seen.data_ptr<int>(),
+                      (long long*)stamps.data_ptr<int64_t>(), sink.data_ptr<float>(), (int)stop, (int)w2mode, (int)fence);
 }
 """
 CPP = ("void run(at::Tensor x, at::Tensor We, at::Tensor be, at::Tensor Wml, at::Tensor W2, at::Tensor part,"
