@@ -345,9 +345,10 @@ def test_goal_table_names_what_is_missing_or_failed(tmp_path):
 import handoff_probe  # noqa: E402
 
 
-def test_handoff_probe_partners():
-    assert [handoff_probe.peer_of(b, "dsmem") for b in (0, 1, 6, 9)] == [1, 0, 7, 8]   # rank ^ 1, same cluster
-    assert [handoff_probe.peer_of(b, "ll") for b in (0, 1, 8, 15)] == [8, 9, 0, 7]     # same rank, cluster c ^ 1
+def test_handoff_probe_senders():
+    assert [handoff_probe.senders_of(b, "dsmem") for b in (0, 1, 6, 9)] == [[1], [0], [7], [8]]   # rank ^ 1
+    assert [handoff_probe.senders_of(b, "ll") for b in (0, 1, 8, 15)] == [[8], [9], [0], [7]]   # cluster c ^ 1
+    assert handoff_probe.senders_of(10, "ll8") == [8, 9, 11, 12, 13, 14, 15]                   # its cluster's 7
 
 
 def test_handoff_probe_one_way_is_from_the_senders_start():
@@ -363,3 +364,9 @@ def test_handoff_probe_one_way_is_from_the_senders_start():
                                              pytest.approx(2.0))
     # dsmem's sender is in the same cluster, started with the receiver: one-way is the landing after its own start
     assert handoff_probe.summarize([launch], "dsmem")[2] == pytest.approx(1.05)
+    # a group's inbox is timed from its last sender's start: every block starts at 0 but rank 3 of each cluster at
+    # 300 ns, every inbox lands at 1000: the 14 blocks whose senders include a late one read 700, the two late
+    # blocks themselves 1000 -> median 0.7 µs (after the block's own start it would be 1.0)
+    group = [(300 if i % 8 == 3 else 0, 350, 1000, 2000) for i in range(16)]
+    sent, landed, one_way, w_in = handoff_probe.summarize([group], "ll8")
+    assert (landed, one_way) == (pytest.approx(1.0), pytest.approx(0.7))

@@ -14,12 +14,14 @@ receiving at once (112 blocks in 14 clusters of 8, one per SM, a cooperative lau
   gpu scope with no fence (an aligned 8-byte access is single-copy atomic, so a word with the tag holds its
   value); the partner's threads poll their own words until the tag shows, then clear them for the next launch
   (NCCL's LL protocol, rebuilt here from its description);
-- "ll16": the same words, two to a 16-byte store and load.
+- "ll16": the same words, two to a 16-byte store and load;
+- "dsmem8", "ll8": a group's all-to-all, n floats to each of the 7 other blocks of the cluster, by st.async or as
+  tagged words through global memory (the exchanges of a group of 8 blocks that is not a cluster).
 Optionally thread 0 first issues W = 100 KB of bulk copies into its own smem (a W2 slice), in flight during the
 hand-off, since the kernel's exchanges share the SM's inbound path with such copies. All blocks start together
 after a grid barrier (outside the timed stretch). Per block, %globaltimer from that start to: its sends issued,
-its inbox landed (all n values read and checked), its W landed; "one-way" is the inbox's landing minus the
-partner's start. Medians over the blocks, then over 21 launches, in µs. Every received value is checked against
+its inbox landed (all values read and checked), its W landed; "one-way" is the inbox's landing minus its last
+sender's start. Medians over the blocks, then over 21 launches, in µs. Every received value is checked against
 what its sender stored; the probe fails on any mismatch.
 
 Run on the GPU machine from the repository root (about a minute with the build):
@@ -39,7 +41,9 @@ CLUSTERS, CL = 14, 8                     # pairs of clusters (c, c ^ 1)
 BLOCKS = CLUSTERS * CL
 NMAX = 4096                              # floats per hand-off at most
 W_BYTES = 98 * 256 * 4                   # one rank's W2 slice, 100 352 bytes
-MODES = ("none", "dsmem", "flag", "ll", "ll16")
+MODES = ("none", "dsmem", "flag", "ll", "ll16", "dsmem8", "ll8")
+GROUP_MODES = ("dsmem8", "ll8")          # n floats to each of the 7 other blocks of the cluster
+GROUP_SIZES = (64, 256, 512)             # a partials row, an h2 row, 2 h2 rows (8 slots of n fit NMAX)
 SIZES = (64, 256, 1216, 4096)            # a row's mu | logvar, 4 rows, 19 rows, 16 KB
 
 CUDA = r"""
@@ -50,7 +54,7 @@ CUDA = r"""
 namespace cg = cooperative_groups;
 """ + MBAR_HELPERS + COOP_CLUSTER_LAUNCH + r"""
 constexpr int CL = 8, NB = """ + str(BLOCKS) + r""", NMAX = """ + str(NMAX) + r""", WMAX = 98 * 256;
-enum Mode { NONE = 0, DSMEM = 1, FLAG = 2, LL = 3, LL16 = 4 };
+enum Mode { NONE = 0, DSMEM = 1, FLAG = 2, LL = 3, LL16 = 4, DSMEM8 = 5, LL8 = 6 };
 
 __device__ __forceinline__ long long now_ns() {
   unsigned long long v;
@@ -104,12 +108,19 @@ handoff_probe(const float* __restrict__ w, int wbytes, int n, int mode, float* i
   uint64_t* bars = reinterpret_cast<uint64_t*>(recv + NMAX);
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = (int)cluster.block_rank(), tid = threadIdx.x, me = blockIdx.x;
-  const int peer = mode == DSMEM ? (me ^ 1) : (me ^ CL);   // rank ^ 1 of this cluster, or this rank of cluster c ^ 1
+  // pair modes: one partner (rank ^ 1 of this cluster for dsmem, this rank of cluster c ^ 1 otherwise), whose
+  // values land in slot 0; group modes: the 7 other blocks of this cluster, sender rank s's values in slot s
+  const bool group = mode == DSMEM8 || mode == LL8;
+  const int base = me - rank, np = group ? CL - 1 : 1, my_slot = group ? rank : 0;
+  const int peer = mode == DSMEM ? (me ^ 1) : (me ^ CL);
+  auto dst_of = [&](int k) { return group ? base + (rank + 1 + k) % CL : peer; };   // the k-th receiver's block
+  auto src_slot = [&](int k) { return group ? (rank + 1 + k) % CL : 0; };           // the k-th sender's slot here
+  auto src_of = [&](int k) { return group ? base + src_slot(k) : peer; };           // ... and its block
   if (tid == 0) {
     mbar_init(&bars[0]);
     mbar_init(&bars[1]);
     mbar_expect(&bars[0], (uint32_t)wbytes);
-    mbar_expect(&bars[1], mode == DSMEM ? (uint32_t)(n * 4) : 0u);
+    mbar_expect(&bars[1], mode == DSMEM || mode == DSMEM8 ? (uint32_t)(np * n * 4) : 0u);
     mbar_fence_init();
   }
   cluster.sync();   // every block's mbarriers armed before any st.async
@@ -123,11 +134,13 @@ handoff_probe(const float* __restrict__ w, int wbytes, int n, int mode, float* i
                 chunk, &bars[0]);
   }
   // ---- send
-  if (mode == DSMEM) {
-    for (int q = tid; q < n / 4; q += blockDim.x)
-      st_async(cluster_addr(recv + 4 * q, rank ^ 1),
+  if (mode == DSMEM || mode == DSMEM8) {
+    for (int e = tid; e < np * (n / 4); e += blockDim.x) {
+      const int k = e / (n / 4), q = e % (n / 4), dst = dst_of(k) - base;
+      st_async(cluster_addr(recv + my_slot * n + 4 * q, dst),
                make_float4(payload(me, 4 * q), payload(me, 4 * q + 1), payload(me, 4 * q + 2), payload(me, 4 * q + 3)),
-               cluster_addr(&bars[1], rank ^ 1));
+               cluster_addr(&bars[1], dst));
+    }
   } else if (mode == FLAG) {
     float4* dst = reinterpret_cast<float4*>(inbox + (size_t)peer * NMAX);
     for (int q = tid; q < n / 4; q += blockDim.x)
@@ -137,15 +150,19 @@ handoff_probe(const float* __restrict__ w, int wbytes, int n, int mode, float* i
       __threadfence();
       st_release(flags + peer, 1u);
     }
-  } else if (mode == LL) {
-    for (int i = tid; i < n; i += blockDim.x) st_word(words + (size_t)peer * NMAX + i, tagged(payload(me, i)));
+  } else if (mode == LL || mode == LL8) {
+    for (int e = tid; e < np * n; e += blockDim.x) {
+      const int k = e / n, i = e % n;
+      st_word(words + (size_t)dst_of(k) * NMAX + my_slot * n + i, tagged(payload(me, i)));
+    }
   } else if (mode == LL16) {
     for (int q = tid; q < n / 2; q += blockDim.x)
       st_words2(words + (size_t)peer * NMAX + 2 * q, tagged(payload(me, 2 * q)), tagged(payload(me, 2 * q + 1)));
   }
   const long long t1 = now_ns();
-  // ---- receive (sender: `peer`, whose partner is this block)
-  if (mode == DSMEM) {
+  // ---- receive
+  unsigned long long* mine = words + (size_t)me * NMAX;
+  if (mode == DSMEM || mode == DSMEM8) {
     if (tid == 0) mbar_wait_cluster(&bars[1], 0);
     __syncthreads();
   } else if (mode == FLAG) {
@@ -157,16 +174,15 @@ handoff_probe(const float* __restrict__ w, int wbytes, int n, int mode, float* i
     const float4* src = reinterpret_cast<const float4*>(inbox + (size_t)me * NMAX);
     for (int q = tid; q < n / 4; q += blockDim.x) reinterpret_cast<float4*>(recv)[q] = __ldcg(src + q);
     __syncthreads();
-  } else if (mode == LL) {
-    unsigned long long* mine = words + (size_t)me * NMAX;
-    for (int i = tid; i < n; i += blockDim.x) {
+  } else if (mode == LL || mode == LL8) {
+    for (int e = tid; e < np * n; e += blockDim.x) {
+      const int at = src_slot(e / n) * n + e % n;
       unsigned long long v;
-      do v = ld_word(mine + i); while ((v >> 32) != 1u);
-      recv[i] = __uint_as_float((unsigned)v);
+      do v = ld_word(mine + at); while ((v >> 32) != 1u);
+      recv[at] = __uint_as_float((unsigned)v);
     }
     __syncthreads();
   } else if (mode == LL16) {
-    unsigned long long* mine = words + (size_t)me * NMAX;
     for (int q = tid; q < n / 2; q += blockDim.x) {
       unsigned long long a, b;
       do ld_words2(mine + 2 * q, a, b); while ((a >> 32) != 1u || (b >> 32) != 1u);
@@ -178,10 +194,13 @@ handoff_probe(const float* __restrict__ w, int wbytes, int n, int mode, float* i
   const long long t2 = now_ns();
   if (mode != NONE) {
     unsigned bad = 0;
-    for (int i = tid; i < n; i += blockDim.x) bad += recv[i] != payload(peer, i);
+    for (int e = tid; e < np * n; e += blockDim.x) {
+      const int k = e / n, i = e % n;
+      bad += recv[src_slot(k) * n + i] != payload(src_of(k), i);
+    }
     if (bad) atomicAdd(errors, bad);
-    if (mode == LL || mode == LL16)   // the words cleared for the next launch, after the stamp
-      for (int i = tid; i < n; i += blockDim.x) st_word(words + (size_t)me * NMAX + i, 0ull);
+    if (mode == LL || mode == LL16 || mode == LL8)   // the words cleared for the next launch, after the stamp
+      for (int e = tid; e < np * n; e += blockDim.x) st_word(mine + src_slot(e / n) * n + e % n, 0ull);
   }
   long long t3 = t2;
   if (tid == 0 && wbytes > 0) {
@@ -210,7 +229,8 @@ void run_probe(at::Tensor w, int64_t wbytes, int64_t n, int64_t mode, at::Tensor
   TORCH_CHECK(errors.is_cuda() && errors.dtype() == at::kInt && errors.numel() == 1, "handoff probe: errors int32 (1)");
   TORCH_CHECK(wbytes >= 0 && wbytes <= WMAX * 4 && wbytes % (7 * 16) == 0, "handoff probe: W a multiple of 112, <= 100352");
   TORCH_CHECK(n >= 0 && n <= NMAX && n % 4 == 0, "handoff probe: n a multiple of 4 in [0, ", NMAX, "]");
-  TORCH_CHECK(mode >= NONE && mode <= LL16, "handoff probe: mode 0..4");
+  TORCH_CHECK(mode >= NONE && mode <= LL8, "handoff probe: mode 0..6");
+  TORCH_CHECK((mode != DSMEM8 && mode != LL8) || n * CL <= NMAX, "handoff probe: group modes take n <= ", NMAX / CL);
   static bool attr = false;
   if (!attr) {
     C10_CUDA_CHECK(cudaFuncSetAttribute(handoff_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
@@ -226,22 +246,26 @@ CPP = ("void run_probe(at::Tensor w, int64_t wbytes, int64_t n, int64_t mode, at
        " at::Tensor flags, at::Tensor gbar, at::Tensor out, at::Tensor errors);")
 
 
-def peer_of(block: int, mode: str) -> int:
-    """The block that sends to `block` (and receives from it): rank ^ 1 of its cluster for dsmem, else the same
-    rank of the paired cluster."""
-    return block ^ 1 if mode == "dsmem" else block ^ CL
+def senders_of(block: int, mode: str) -> list:
+    """The blocks that send to `block`: rank ^ 1 of its cluster for dsmem, the other 7 blocks of its cluster for
+    the group modes, else the same rank of the paired cluster."""
+    if mode in GROUP_MODES:
+        base = block - block % CL
+        return [base + r for r in range(CL) if base + r != block]
+    return [block ^ 1 if mode == "dsmem" else block ^ CL]
 
 
 def summarize(launches, mode):
     """launches: a list of launches, each a list of per-block (t0, t1, t2, t3) in ns (t0 the common start, t1 the
     sends issued, t2 the inbox landed, t3 W landed). Returns the medians over the launches of the per-launch
     medians over the blocks of (sent, landed, one-way, W in) in µs: each after that block's own t0, except
-    one-way, the inbox's landing after the sender's t0."""
+    one-way, the inbox's landing after its last sender's t0."""
     per = [[], [], [], []]
     for blocks in launches:
         per[0].append(statistics.median((b[1] - b[0]) / 1000.0 for b in blocks))
         per[1].append(statistics.median((b[2] - b[0]) / 1000.0 for b in blocks))
-        per[2].append(statistics.median((b[2] - blocks[peer_of(i, mode)][0]) / 1000.0 for i, b in enumerate(blocks)))
+        per[2].append(statistics.median((b[2] - max(blocks[s][0] for s in senders_of(i, mode))) / 1000.0
+                                        for i, b in enumerate(blocks)))
         per[3].append(statistics.median((b[3] - b[0]) / 1000.0 for b in blocks))
     return tuple(statistics.median(v) for v in per)
 
@@ -263,8 +287,10 @@ def main():
     a = torch.randn(4096, 4096, device=dev)
     for _ in range(200):   # the clock up
         a @ a
-    cases = [("none", 0, W_BYTES)] + [(m, n, wb) for n in SIZES for m in MODES[1:] for wb in (0, W_BYTES)]
-    print(f"{'mode':<6s} {'bytes':>6s} {'W':>3s} {'sent':>7s} {'landed':>7s} {'one-way':>7s} {'W in':>7s}"
+    pair_modes = [m for m in MODES[1:] if m not in GROUP_MODES]
+    cases = ([("none", 0, W_BYTES)] + [(m, n, wb) for n in SIZES for m in pair_modes for wb in (0, W_BYTES)]
+             + [(m, n, wb) for n in GROUP_SIZES for m in GROUP_MODES for wb in (0, W_BYTES)])
+    print(f"{'mode':<6s} {'B/peer':>6s} {'W':>3s} {'sent':>7s} {'landed':>7s} {'one-way':>7s} {'W in':>7s}"
           "   (µs after the common start, medians)")
     for mode, n, wb in cases:
         stamps = []
