@@ -22,7 +22,8 @@ hand-off, since the kernel's exchanges share the SM's inbound path with such cop
 after a grid barrier (outside the timed stretch). Per block, %globaltimer from that start to: its sends issued,
 its inbox landed (all values read and checked), its W landed; "one-way" is the inbox's landing minus its last
 sender's start. Medians over the blocks, then over 21 launches, in µs. Every received value is checked against
-what its sender stored; the probe fails on any mismatch.
+what its sender stored; the probe fails on any mismatch, and on any wait that gives up (20 ms: every wait is
+bounded, so a broken hand-off reports instead of hanging the GPU).
 
 Run on the GPU machine from the repository root (about a minute with the build):
     python3 tools/handoff_probe.py
@@ -41,6 +42,7 @@ CLUSTERS, CL = 14, 8                     # pairs of clusters (c, c ^ 1)
 BLOCKS = CLUSTERS * CL
 NMAX = 4096                              # floats per hand-off at most
 W_BYTES = 98 * 256 * 4                   # one rank's W2 slice, 100 352 bytes
+STUCK = 1 << 24                          # the kernel adds this to the error count for each wait that gave up
 MODES = ("none", "dsmem", "flag", "ll", "ll16", "dsmem8", "ll8")
 GROUP_MODES = ("dsmem8", "ll8")          # n floats to each of the 7 other blocks of the cluster
 GROUP_SIZES = (64, 256, 512)             # a partials row, an h2 row, 2 h2 rows (8 slots of n fit NMAX)
@@ -88,15 +90,26 @@ constexpr unsigned long long TAG = 1ull << 32;
 __device__ __forceinline__ float payload(int src, int i) { return (float)(src * 8192 + i); }
 __device__ __forceinline__ unsigned long long tagged(float v) { return TAG | __float_as_uint(v); }
 
+// Every wait here gives up after STUCK_NS (far beyond any hand-off) and adds STUCK to the error count, so a
+// wrong probe reports instead of hanging the GPU.
+constexpr long long STUCK_NS = 20000000;
+constexpr unsigned STUCK = 1u << 24;
+__device__ __forceinline__ bool stuck(long long since, unsigned* errors) {
+  if (now_ns() - since < STUCK_NS) return false;
+  atomicAdd(errors, STUCK);
+  return true;
+}
+
 // Grid barrier for a cooperative launch (thread 0 of each block): the last of NB arrivals resets the count and
 // moves the generation on. gbar = {count, generation}, both kept across launches.
-__device__ void grid_barrier(unsigned* gbar) {
+__device__ void grid_barrier(unsigned* gbar, unsigned* errors) {
   const unsigned gen = ld_acquire(gbar + 1);
   if (atomicAdd(gbar, 1u) == NB - 1) {
     atomicExch(gbar, 0u);
     st_release(gbar + 1, gen + 1);
   } else {
-    while (ld_acquire(gbar + 1) == gen) {}
+    const long long since = now_ns();
+    while (ld_acquire(gbar + 1) == gen && !stuck(since, errors)) {}
   }
 }
 
@@ -124,7 +137,7 @@ handoff_probe(const float* __restrict__ w, int wbytes, int n, int mode, float* i
     mbar_fence_init();
   }
   cluster.sync();   // every block's mbarriers armed before any st.async
-  if (tid == 0) grid_barrier(gbar);
+  if (tid == 0) grid_barrier(gbar, errors);
   __syncthreads();
   const long long t0 = now_ns();
   if (tid == 0 && wbytes > 0) {
@@ -167,7 +180,7 @@ handoff_probe(const float* __restrict__ w, int wbytes, int n, int mode, float* i
     __syncthreads();
   } else if (mode == FLAG) {
     if (tid == 0) {
-      while (ld_acquire(flags + me) == 0u) {}
+      while (ld_acquire(flags + me) == 0u && !stuck(t0, errors)) {}
       flags[me] = 0u;   // for the next launch (kernel boundaries order it)
     }
     __syncthreads();
@@ -178,14 +191,14 @@ handoff_probe(const float* __restrict__ w, int wbytes, int n, int mode, float* i
     for (int e = tid; e < np * n; e += blockDim.x) {
       const int at = src_slot(e / n) * n + e % n;
       unsigned long long v;
-      do v = ld_word(mine + at); while ((v >> 32) != 1u);
+      do v = ld_word(mine + at); while ((v >> 32) != 1u && !stuck(t0, errors));
       recv[at] = __uint_as_float((unsigned)v);
     }
     __syncthreads();
   } else if (mode == LL16) {
     for (int q = tid; q < n / 2; q += blockDim.x) {
       unsigned long long a, b;
-      do ld_words2(mine + 2 * q, a, b); while ((a >> 32) != 1u || (b >> 32) != 1u);
+      do ld_words2(mine + 2 * q, a, b); while (((a >> 32) != 1u || (b >> 32) != 1u) && !stuck(t0, errors));
       recv[2 * q] = __uint_as_float((unsigned)a);
       recv[2 * q + 1] = __uint_as_float((unsigned)b);
     }
@@ -300,6 +313,9 @@ def main():
                 stamps.append(out.tolist())
         torch.cuda.synchronize()
         bad = int(errors.item())
+        if bad >= STUCK:
+            sys.exit(f"handoff_probe: {mode} n={n}: a wait gave up after 20 ms ({bad // STUCK} times): "
+                     "the hand-off is broken")
         if bad:
             sys.exit(f"handoff_probe: {mode} n={n}: {bad} received values differ from what was sent")
         sent, landed, one_way, w_in = summarize(stamps, mode)
