@@ -682,12 +682,13 @@ struct W2Regs {
 };
 #else
 // dev (VAE_CK_K2): the two lanes of a pair split the warp's 32 k, so each h2 load feeds twice the FMAs. Lane
-// l = 2 q + hf: pixels q + 16 j (j < 6), float4 chunks c(m) = 2 ((m + q) % 4) + hf (m < 4) of the warp's 8, which
-// keeps both W2's loads into registers and the loop's h2 loads conflict-free (a quarter-warp's 8 lanes read the 8
-// chunks). The pair's sums meet by one shuffle each (a reduce-scatter: lane hf keeps pixels q + 16 (j + 3 hf)).
+// l = 2 q + hf: float4 chunks c(m) = 2 ((m + q) % 4) + hf (m < 4) of the warp's 8, which keeps both W2's loads into
+// registers and the loop's h2 loads conflict-free (a quarter-warp's 8 lanes read the 8 chunks); slot j holds pixel
+// q + 16 ((j + 3 hf) % 6), so that both lanes keep slots 0-2 (pixels q + 16 (j + 3 hf)) and send slots 3-5, which
+// are the partner's 0-2: the pair's sums meet by one shuffle each, no selects.
 constexpr int K2_J = 2 * (D_SLICE / 32), K2_M = H / WARPS / 8;   // 6 pixel slots, 4 chunks a lane
 struct W2Regs {
-  float4 w[K2_J][K2_M];   // [j][m]: pixel l / 2 + 16 j, k = 32 w + 4 c(m) + [0, 4)
+  float4 w[K2_J][K2_M];   // [j][m]: pixel l / 2 + 16 ((j + 3 (l % 2)) % 6), k = 32 w + 4 c(m) + [0, 4)
   float2 x;               // pixel 96 + l % 2, k = 32 w + 2 (l / 2) + {0, 1}
 };
 __device__ __forceinline__ int k2_chunk(int m, int lane) { return 2 * ((m + (lane >> 1)) & 3) + (lane & 1); }
@@ -708,7 +709,8 @@ __device__ __forceinline__ void load_w2_regs(const float* smem, int warp, int la
   for (int j = 0; j < K2_J; ++j)
 #pragma unroll
     for (int m = 0; m < K2_M; ++m)
-      w.w[j][m] = *reinterpret_cast<const float4*>(w2 + ((lane >> 1) + 16 * j) * H + 4 * k2_chunk(m, lane));
+      w.w[j][m] = *reinterpret_cast<const float4*>(
+          w2 + ((lane >> 1) + 16 * ((j + NS * (lane & 1)) % K2_J)) * H + 4 * k2_chunk(m, lane));
 #endif
   w.x = *reinterpret_cast<const float2*>(w2 + (32 * NS + (lane & 1)) * H + 2 * (lane >> 1));
 }
@@ -770,17 +772,11 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
       }
     }
 #endif
-    // the pair's reduce-scatter: each lane sends the half it does not keep and adds the one it gets (a sum of two
-    // is the same either way round: both lanes' results are exact functions of the pair's sums)
-    const bool odd = lane & 1;
+    // the pair's reduce-scatter: each lane keeps slots 0-2, adds the partner's slots 3-5 (the same pixels)
 #pragma unroll
     for (int j = 0; j < NS; ++j)
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const float send = odd ? k2acc[j][r] : k2acc[j + NS][r];
-        const float keep = odd ? k2acc[j + NS][r] : k2acc[j][r];
-        acc[j][r] = keep + __shfl_xor_sync(0xffffffffu, send, 1);
-      }
+      for (int r = 0; r < R; ++r) acc[j][r] = k2acc[j][r] + __shfl_xor_sync(0xffffffffu, k2acc[j + NS][r], 1);
   }
 #endif
   float accx[R];   // pixel 32 NS + lane % 2 over this lane's 2 k; then summed over the 16 lanes of its parity
