@@ -675,43 +675,50 @@ __device__ __forceinline__ void dec_logits_mma(float* smem, int kg, int nt0, int
 // PART holds DEC_KG = 4 k-group sums as the tensor-core version's.
 // (Session 29: h2 as float2 loads, VAE_CK_L64 in notes/ck-s29.patch, ran flat: ncu's shared-load wavefronts the
 // same, 752 K a forward, at twice the load instructions.)
-#ifndef VAE_CK_K2
-struct W2Regs {
-  float4 w[D_SLICE / 32][H / WARPS / 4];   // [slot j][i]: pixel l + 32 j, k = 32 w + 4 ((i + l % 8) % 8) + [0, 4)
-  float2 x;                                // pixel 96 + l % 2, k = 32 w + 2 (l / 2) + {0, 1}
-};
+// dev (VAE_CK_K2): DEC_G = 2, the two lanes of a pair split the warp's 32 k, so each h2 load feeds twice the FMAs.
+// Lane l = 2 q + hf: float4 chunks c(m) = 2 ((m + q) % 4) + hf (m < 4) of the warp's 8, which keeps both W2's loads
+// into registers and the loop's h2 loads conflict-free (a quarter-warp's 8 lanes read the 8 chunks); slot j holds
+// pixel q + 16 ((j + 3 hf) % 6), so that both lanes keep slots 0-2 (pixels q + 16 (j + 3 hf)) and send slots 3-5,
+// which are the partner's 0-2: the pair's sums meet by one shuffle each, no selects. DEC_G = 1 is the default.
+#ifdef VAE_CK_K2
+constexpr int DEC_G = 2;
 #else
-// dev (VAE_CK_K2): the two lanes of a pair split the warp's 32 k, so each h2 load feeds twice the FMAs. Lane
-// l = 2 q + hf: float4 chunks c(m) = 2 ((m + q) % 4) + hf (m < 4) of the warp's 8, which keeps both W2's loads into
-// registers and the loop's h2 loads conflict-free (a quarter-warp's 8 lanes read the 8 chunks); slot j holds pixel
-// q + 16 ((j + 3 hf) % 6), so that both lanes keep slots 0-2 (pixels q + 16 (j + 3 hf)) and send slots 3-5, which
-// are the partner's 0-2: the pair's sums meet by one shuffle each, no selects.
-constexpr int K2_J = 2 * (D_SLICE / 32), K2_M = H / WARPS / 8;   // 6 pixel slots, 4 chunks a lane
-struct W2Regs {
-  float4 w[K2_J][K2_M];   // [j][m]: pixel l / 2 + 16 ((j + 3 (l % 2)) % 6), k = 32 w + 4 c(m) + [0, 4)
-  float2 x;               // pixel 96 + l % 2, k = 32 w + 2 (l / 2) + {0, 1}
-};
-__device__ __forceinline__ int k2_chunk(int m, int lane) { return 2 * ((m + (lane >> 1)) & 3) + (lane & 1); }
+constexpr int DEC_G = 1;
 #endif
+constexpr int DEC_J = DEC_G * (D_SLICE / 32), DEC_M = H / WARPS / 4 / DEC_G;   // pixel slots, float4 chunks a lane
+struct W2Regs {
+  float4 w[DEC_J][DEC_M];   // [slot j][m]: pixel dec_pixel(j, l), k = 32 w + dec_k(m, l) + [0, 4)
+  float2 x;                 // pixel 96 + l % 2, k = 32 w + 2 (l / 2) + {0, 1}
+};
+// The offset in the warp's 32 k of lane l's chunk m: 4 ((m + l % 8) % 8) at DEC_G = 1, 4 c(m) at 2.
+__device__ __forceinline__ int dec_k(int m, int lane) {
+  if constexpr (DEC_G == 1) return (4 * m + 4 * (lane & 7)) & (H / WARPS - 1);
+  else return 4 * (2 * ((m + (lane >> 1)) & 3) + (lane & 1));
+}
+// The pixel (row of W2's slice) of lane l's slot j: l + 32 j at DEC_G = 1, l / 2 + 16 ((j + 3 (l % 2)) % 6) at 2.
+__device__ __forceinline__ int dec_pixel(int j, int lane) {
+  if constexpr (DEC_G == 1) return lane + 32 * j;
+  else return (lane >> 1) + 16 * ((j + (D_SLICE / 32) * (lane & 1)) % DEC_J);
+}
 template <int R>
 __device__ __forceinline__ void load_w2_regs(const float* smem, int warp, int lane, W2Regs& w) {
   constexpr int NS = D_SLICE / 32, KW = H / WARPS;
   const float* w2 = smem + Smem<R>::W2 + warp * KW;
-#ifndef VAE_CK_K2
-  const int rot = 4 * (lane & 7);
+  if constexpr (DEC_G == 1) {   // the default's own form: the general one below orders the address math
+                                // differently, and this keeps the measured default's code exactly
+    const int rot = 4 * (lane & 7);
 #pragma unroll
-  for (int j = 0; j < NS; ++j)
+    for (int j = 0; j < NS; ++j)
 #pragma unroll
-    for (int i = 0; i < KW / 4; ++i)
-      w.w[j][i] = *reinterpret_cast<const float4*>(w2 + (lane + 32 * j) * H + ((4 * i + rot) & (KW - 1)));
-#else
+      for (int i = 0; i < KW / 4; ++i)
+        w.w[j][i] = *reinterpret_cast<const float4*>(w2 + (lane + 32 * j) * H + ((4 * i + rot) & (KW - 1)));
+  } else {
 #pragma unroll
-  for (int j = 0; j < K2_J; ++j)
+    for (int j = 0; j < DEC_J; ++j)
 #pragma unroll
-    for (int m = 0; m < K2_M; ++m)
-      w.w[j][m] = *reinterpret_cast<const float4*>(
-          w2 + ((lane >> 1) + 16 * ((j + NS * (lane & 1)) % K2_J)) * H + 4 * k2_chunk(m, lane));
-#endif
+      for (int m = 0; m < DEC_M; ++m)
+        w.w[j][m] = *reinterpret_cast<const float4*>(w2 + dec_pixel(j, lane) * H + dec_k(m, lane));
+  }
   w.x = *reinterpret_cast<const float2*>(w2 + (32 * NS + (lane & 1)) * H + 2 * (lane >> 1));
 }
 template <int R>
@@ -719,66 +726,37 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
   using S = Smem<R>;
   constexpr int NS = D_SLICE / 32, KW = H / WARPS, PX = D_SLICE - 32 * NS;
   static_assert(PX == 2 && KW == 32, "the pixels left: one per lane parity, 2 k a lane");
-  float acc[NS][R];   // K2: after the pair's exchange, pixels lane / 2 + 16 (j + 3 (lane % 2)); before it k2acc
+  static_assert(DEC_J == DEC_G * NS && DEC_G * DEC_M * 4 == KW, "DEC_G lanes split the warp's k, DEC_G x 3 slots");
+  float acc[DEC_J][R];   // slots j < NS end with pixels px0 + px_step j (below), after the pair's exchange at K2
 #pragma unroll
-  for (int j = 0; j < NS; ++j)
+  for (int j = 0; j < DEC_J; ++j)
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[j][r] = 0.f;
   const float* h2 = smem + S::HID2 + warp * KW;
-#ifndef VAE_CK_K2
 #ifndef VAE_SKIP_DEC
-  const int rot = 4 * (lane & 7);
 #pragma unroll
-  for (int i = 0; i < KW / 4; ++i) {
+  for (int m = 0; m < DEC_M; ++m) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float4 h = *reinterpret_cast<const float4*>(h2 + r * HS + ((4 * i + rot) & (KW - 1)));
+      const float4 h = *reinterpret_cast<const float4*>(h2 + r * HS + dec_k(m, lane));
 #pragma unroll
-      for (int j = 0; j < NS; ++j) {
+      for (int j = 0; j < DEC_J; ++j) {
         float a = acc[j][r];
-        a = fmaf(wr.w[j][i].x, h.x, a);
-        a = fmaf(wr.w[j][i].y, h.y, a);
-        a = fmaf(wr.w[j][i].z, h.z, a);
-        a = fmaf(wr.w[j][i].w, h.w, a);
+        a = fmaf(wr.w[j][m].x, h.x, a);
+        a = fmaf(wr.w[j][m].y, h.y, a);
+        a = fmaf(wr.w[j][m].z, h.z, a);
+        a = fmaf(wr.w[j][m].w, h.w, a);
         acc[j][r] = a;
       }
     }
   }
 #endif
-#else
-  {
-    static_assert(K2_J == 2 * NS && 2 * K2_M * 4 == KW, "K2: a lane pair splits the warp's k");
-    float k2acc[K2_J][R];
-#pragma unroll
-    for (int j = 0; j < K2_J; ++j)
-#pragma unroll
-      for (int r = 0; r < R; ++r) k2acc[j][r] = 0.f;
-#ifndef VAE_SKIP_DEC
-#pragma unroll
-    for (int m = 0; m < K2_M; ++m) {
-      const int c = 4 * k2_chunk(m, lane);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const float4 h = *reinterpret_cast<const float4*>(h2 + r * HS + c);
-#pragma unroll
-        for (int j = 0; j < K2_J; ++j) {
-          float a = k2acc[j][r];
-          a = fmaf(wr.w[j][m].x, h.x, a);
-          a = fmaf(wr.w[j][m].y, h.y, a);
-          a = fmaf(wr.w[j][m].z, h.z, a);
-          a = fmaf(wr.w[j][m].w, h.w, a);
-          k2acc[j][r] = a;
-        }
-      }
-    }
-#endif
-    // the pair's reduce-scatter: each lane keeps slots 0-2, adds the partner's slots 3-5 (the same pixels)
+  if constexpr (DEC_G == 2) {   // K2, the pair's reduce-scatter: keep slots 0-2, add the partner's 3-5 (same pixels)
 #pragma unroll
     for (int j = 0; j < NS; ++j)
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[j][r] = k2acc[j][r] + __shfl_xor_sync(0xffffffffu, k2acc[j + NS][r], 1);
+      for (int r = 0; r < R; ++r) acc[j][r] += __shfl_xor_sync(0xffffffffu, acc[j + NS][r], 1);
   }
-#endif
   float accx[R];   // pixel 32 NS + lane % 2 over this lane's 2 k; then summed over the 16 lanes of its parity
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -790,11 +768,7 @@ __device__ __forceinline__ void dec_logits_ffma(float* smem, int warp, int lane,
 #pragma unroll
     for (int r = 0; r < R; ++r) accx[r] += __shfl_xor_sync(0xffffffffu, accx[r], o);
   float* part = smem + S::PART + (warp % DEC_KG) * R * PART_LD;
-#ifndef VAE_CK_K2
-  const int px0 = lane, px_step = 32;   // acc[j]: pixel px0 + px_step j
-#else
-  const int px0 = (lane >> 1) + 16 * NS * (lane & 1), px_step = 16;
-#endif
+  const int px0 = dec_pixel(0, lane), px_step = 32 / DEC_G;   // acc[j], j < NS: pixel px0 + px_step j
   if (warp >= DEC_KG) {
 #pragma unroll
     for (int j = 0; j < NS; ++j)
