@@ -32,9 +32,8 @@ import os
 import statistics
 import sys
 
-from torch.utils.cpp_extension import load_inline
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import probe_launch  # noqa: E402
 from probe_launch import COOP_CLUSTER_LAUNCH  # noqa: E402
 from tf32_mma import MBAR_HELPERS  # noqa: E402  (solution.py's own mbarrier, bulk-copy and st.async helpers)
 
@@ -289,10 +288,7 @@ def summarize(launches, mode):
 
 def main():
     import torch
-    ext = load_inline("handoff_probe", CPP, cuda_sources=CUDA, functions=["run_probe"],
-                      extra_cuda_cflags=["-O3"], verbose=False)
-    if not torch.cuda.is_available():
-        sys.exit("handoff_probe: built; no GPU here to run it on")
+    ext = probe_launch.build("handoff_probe", CPP, CUDA)
     dev = "cuda"
     w = torch.rand(8 * 98 * 256, device=dev)
     inbox = torch.zeros(BLOCKS, NMAX, device=dev)
@@ -301,28 +297,22 @@ def main():
     gbar = torch.zeros(2, dtype=torch.int32, device=dev)
     out = torch.zeros(BLOCKS, 4, dtype=torch.int64, device=dev)
     errors = torch.zeros(1, dtype=torch.int32, device=dev)
-    a = torch.randn(4096, 4096, device=dev)
-    for _ in range(200):   # the clock up
-        a @ a
+    probe_launch.warm_clock()
     pair_modes = [m for m in MODES[1:] if m not in GROUP_MODES]
     cases = ([("none", 0, W_BYTES)] + [(m, n, wb) for n in SIZES for m in pair_modes for wb in (0, W_BYTES)]
              + [(m, n, wb) for n in GROUP_SIZES for m in GROUP_MODES for wb in (0, W_BYTES)])
     print(f"{'mode':<6s} {'B/peer':>6s} {'W':>3s} {'sent':>7s} {'landed':>7s} {'one-way':>7s} {'W in':>7s}"
           "   (µs after the common start, medians)")
     for mode, n, wb in cases:
-        stamps = []
-        for k in range(26):
-            ext.run_probe(w, wb, n, MODES.index(mode), inbox, words, flags, gbar, out, errors)
-            if k >= 5:
-                stamps.append(out.tolist())
-        torch.cuda.synchronize()
+        kept = probe_launch.stamps(
+            lambda: ext.run_probe(w, wb, n, MODES.index(mode), inbox, words, flags, gbar, out, errors), out)
         bad = int(errors.item())
         if bad >= STUCK:
             sys.exit(f"handoff_probe: {mode} n={n}: a wait gave up after 20 ms ({bad // STUCK} times): "
                      "the hand-off is broken")
         if bad:
             sys.exit(f"handoff_probe: {mode} n={n}: {bad} received values differ from what was sent")
-        sent, landed, one_way, w_in = summarize(stamps, mode)
+        sent, landed, one_way, w_in = summarize(kept, mode)
         nan = float("nan")
         print(f"{mode:<6s} {4 * n:6d} {'yes' if wb else 'no':>3s} {sent:7.2f} {landed if n else nan:7.2f} "
               f"{one_way if n else nan:7.2f} {w_in if wb else nan:7.2f}", flush=True)

@@ -17,9 +17,8 @@ import os
 import statistics
 import sys
 
-from torch.utils.cpp_extension import load_inline
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import probe_launch  # noqa: E402
 from tf32_mma import MBAR_HELPERS  # noqa: E402  (solution.py's own mbarrier, bulk-copy and st.async helpers)
 
 W_BYTES = 98 * 256 * 4   # one rank's W2 slice, 100 352 bytes
@@ -125,15 +124,10 @@ def summarize(stamps):
 
 def main():
     import torch
-    ext = load_inline("inbound_probe", CPP, cuda_sources=CUDA, functions=["run_probe"],
-                      extra_cuda_cflags=["-O3"], verbose=False)
-    if not torch.cuda.is_available():
-        sys.exit("inbound_probe: built; no GPU here to run it on")
+    ext = probe_launch.build("inbound_probe", CPP, CUDA)
     g = torch.rand(8 * 98 * 256, device="cuda")
     out = torch.zeros(120, 4, dtype=torch.int64, device="cuda")
-    a = torch.randn(4096, 4096, device="cuda")
-    for _ in range(200):   # the clock up
-        a @ a
+    probe_launch.warm_clock()
     cases = [("W alone", W_BYTES, 0, False)]
     for nq in SIZES:
         for bulk in (False, True):
@@ -141,13 +135,7 @@ def main():
                 cases.append((f"{'bulk' if bulk else 'st.async'} {nq * 16} B/peer{' + W' if w else ''}", w, nq, bulk))
     print(f"{'case':<30s} {'sent':>7s} {'landed':>7s} {'W in':>7s}   (µs after the start, medians)")
     for name, w, nq, bulk in cases:
-        stamps = []
-        for k in range(26):
-            ext.run_probe(g, w, nq, bulk, out)
-            if k >= 5:
-                stamps.append(out.tolist())
-        torch.cuda.synchronize()
-        sent, landed, w_in = summarize(stamps)
+        sent, landed, w_in = summarize(probe_launch.stamps(lambda: ext.run_probe(g, w, nq, bulk, out), out))
         print(f"{name:<30s} {sent:7.2f} {landed if nq else float('nan'):7.2f} {w_in if w else float('nan'):7.2f}",
               flush=True)
 
